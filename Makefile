@@ -1,0 +1,41 @@
+# schedd developer commands. `make run` and `make test` work on a fresh machine with Python 3.11+.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROTO_SRC := $(wildcard protos/schedd/v1/*.proto)
+GEN_DIR := libs
+
+.PHONY: install run test test-fast test-chaos lint protos bench clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,local]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+protos: $(STAMP)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m grpc_tools.protoc -I protos --python_out=$(GEN_DIR) --grpc_python_out=$(GEN_DIR) \
+		--mypy_out=$(GEN_DIR) --mypy_grpc_out=$(GEN_DIR) $(PROTO_SRC)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy libs services tests
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-chaos: $(STAMP)
+	$(PY) -m pytest -q -m chaos
+
+run: $(STAMP)
+	$(PY) -m schedd_devstack.run_local
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info .schedd

@@ -1,0 +1,224 @@
+"""A thin asyncio client for the parts of etcd's v3 API that schedd uses.
+
+Every call carries a deadline. Errors from gRPC come out as
+:class:`CoordinationError`. ``endpoints`` is a comma-separated list of
+``host:port``; gRPC balances between them and fails over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+from aetcd import rpc
+
+from schedd_coord.errors import CoordinationError
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    lease: int
+
+
+def parse_endpoints(endpoints: str) -> list[str]:
+    """``"a:2379,b:2379"`` -> ``["a:2379", "b:2379"]``; raises ValueError naming a malformed entry."""
+    result = []
+    for raw in endpoints.split(","):
+        item = raw.strip().removeprefix("http://")
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"etcd endpoint {raw!r} is not host:port")
+        result.append(item)
+    if not result:
+        raise ValueError("no etcd endpoints given")
+    return result
+
+
+class EtcdClient:
+    def __init__(self, endpoints: str, *, timeout: float = 2.0) -> None:
+        targets = parse_endpoints(endpoints)
+        target = targets[0] if len(targets) == 1 else "ipv4:" + ",".join(targets)
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(
+            target,
+            options=[
+                ("grpc.lb_policy_name", "round_robin"),
+                ("grpc.keepalive_time_ms", 5000),
+                ("grpc.keepalive_timeout_ms", 2000),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
+            ],
+        )
+        self.kv = rpc.KVStub(self._channel)
+        self.lease = rpc.LeaseStub(self._channel)
+        self.watch_stub = rpc.WatchStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def ping(self) -> int:
+        """Read the cluster's current revision; raises CoordinationError when unreachable."""
+        try:
+            resp = await self.kv.Range(rpc.RangeRequest(key=b"\0", limit=1), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"etcd unreachable: {exc.code().name}: {exc.details()}") from exc
+        return int(resp.header.revision)
+
+    async def grant(self, ttl: int) -> int:
+        try:
+            resp = await self.lease.LeaseGrant(rpc.LeaseGrantRequest(TTL=ttl), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"lease grant failed: {exc.code().name}: {exc.details()}") from exc
+        if resp.error:
+            raise CoordinationError(f"lease grant failed: {resp.error}")
+        return int(resp.ID)
+
+    async def revoke(self, lease_id: int) -> None:
+        try:
+            await self.lease.LeaseRevoke(rpc.LeaseRevokeRequest(ID=lease_id), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                raise CoordinationError(f"lease revoke failed: {exc.details()}") from exc
+
+    async def get(self, key: bytes) -> KeyValue | None:
+        try:
+            resp = await self.kv.Range(rpc.RangeRequest(key=key), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"get failed: {exc.code().name}: {exc.details()}") from exc
+        return _kv(resp.kvs[0]) if resp.kvs else None
+
+    async def get_prefix(self, prefix: bytes) -> list[KeyValue]:
+        try:
+            resp = await self.kv.Range(
+                rpc.RangeRequest(key=prefix, range_end=prefix_end(prefix)), timeout=self.timeout
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"get failed: {exc.code().name}: {exc.details()}") from exc
+        return [_kv(kv) for kv in resp.kvs]
+
+    async def put(self, key: bytes, value: bytes, *, lease: int = 0) -> int:
+        try:
+            resp = await self.kv.Put(rpc.PutRequest(key=key, value=value, lease=lease), timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"put failed: {exc.code().name}: {exc.details()}") from exc
+        return int(resp.header.revision)
+
+    async def create_if_absent(
+        self, key: bytes, value: bytes, *, lease: int
+    ) -> tuple[bool, int, KeyValue | None]:
+        """One transaction: put ``key`` only if it does not exist.
+
+        Returns ``(created, revision, current)``: when created, ``revision`` is the key's
+        create revision; otherwise ``current`` is the existing key.
+        """
+        txn = rpc.TxnRequest(
+            compare=[
+                rpc.Compare(key=key, target=rpc.Compare.CREATE, result=rpc.Compare.EQUAL, create_revision=0)
+            ],
+            success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=value, lease=lease))],
+            failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=key))],
+        )
+        try:
+            resp = await self.kv.Txn(txn, timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"transaction failed: {exc.code().name}: {exc.details()}") from exc
+        if resp.succeeded:
+            return True, int(resp.header.revision), None
+        kvs = resp.responses[0].response_range.kvs
+        return False, int(resp.header.revision), (_kv(kvs[0]) if kvs else None)
+
+    async def delete_if_created_at(self, key: bytes, create_revision: int) -> bool:
+        """Delete ``key`` only if it is still the incarnation created at ``create_revision``."""
+        txn = rpc.TxnRequest(
+            compare=[
+                rpc.Compare(
+                    key=key,
+                    target=rpc.Compare.CREATE,
+                    result=rpc.Compare.EQUAL,
+                    create_revision=create_revision,
+                )
+            ],
+            success=[rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key))],
+        )
+        try:
+            resp = await self.kv.Txn(txn, timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"transaction failed: {exc.code().name}: {exc.details()}") from exc
+        return bool(resp.succeeded)
+
+    async def keepalive_stream(self, lease_id: int, requests: AsyncIterator[None]) -> AsyncIterator[int]:
+        """Send one keep-alive per item of ``requests``; yields the TTL etcd granted for each
+        (0 or less: the lease is gone)."""
+
+        async def messages() -> AsyncIterator[rpc.LeaseKeepAliveRequest]:
+            async for _ in requests:
+                yield rpc.LeaseKeepAliveRequest(ID=lease_id)
+
+        call = self.lease.LeaseKeepAlive(messages())
+        try:
+            async for resp in call:
+                yield int(resp.TTL)
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"keep-alive stream failed: {exc.code().name}: {exc.details()}") from exc
+        finally:
+            call.cancel()
+
+    async def watch(
+        self, key: bytes, *, start_revision: int, prefix: bool = False
+    ) -> AsyncIterator[list[tuple[str, KeyValue]]]:
+        """Yield batches of ``("put" | "delete", kv)`` events on ``key`` (or the prefix) from
+        ``start_revision`` on, until cancelled."""
+        create = rpc.WatchCreateRequest(key=key, start_revision=start_revision)
+        if prefix:
+            create.range_end = prefix_end(key)
+
+        async def requests() -> AsyncIterator[rpc.WatchRequest]:
+            yield rpc.WatchRequest(create_request=create)
+            # Keep the request stream open for as long as the watch lives.
+            await _forever()
+
+        call = self.watch_stub.Watch(requests())
+        try:
+            async for resp in call:
+                if resp.canceled:
+                    raise CoordinationError(f"watch cancelled by etcd: {resp.cancel_reason}")
+                if resp.events:
+                    yield [
+                        ("delete" if ev.type == rpc.Event.DELETE else "put", _kv(ev.kv)) for ev in resp.events
+                    ]
+        except grpc.aio.AioRpcError as exc:
+            raise CoordinationError(f"watch failed: {exc.code().name}: {exc.details()}") from exc
+        finally:
+            call.cancel()
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The range end that covers every key starting with ``prefix``."""
+    b = bytearray(prefix)
+    for i in range(len(b) - 1, -1, -1):
+        if b[i] < 0xFF:
+            b[i] += 1
+            return bytes(b[: i + 1])
+    return b"\0"
+
+
+def _kv(kv: rpc.KeyValue) -> KeyValue:
+    return KeyValue(
+        key=kv.key,
+        value=kv.value,
+        create_revision=int(kv.create_revision),
+        mod_revision=int(kv.mod_revision),
+        lease=int(kv.lease),
+    )

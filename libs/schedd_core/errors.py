@@ -1,0 +1,52 @@
+"""Domain errors of schedd. Every library raises these; the rpc layer maps them to gRPC codes."""
+
+from __future__ import annotations
+
+
+class ScheddError(Exception):
+    """Root of every error schedd raises on purpose."""
+
+
+class InvalidArgument(ScheddError):
+    """A request or spec is malformed. ``field`` names the offending field path."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class NotFound(ScheddError):
+    """A named resource does not exist."""
+
+
+class AlreadyExists(ScheddError):
+    """A resource with that identity exists already."""
+
+
+class FailedPrecondition(ScheddError):
+    """The system is not in a state where the operation can be applied."""
+
+
+class IllegalTransition(FailedPrecondition):
+    """A state change was not allowed from the row's current state (zero rows matched the guard)."""
+
+
+class StaleAttempt(FailedPrecondition):
+    """A report named an attempt that is no longer the current one of its task instance."""
+
+
+class FencedOut(ScheddError):
+    """A scheduler write carried a fencing token lower than the one in PostgreSQL.
+
+    The writer is no longer the leader; nothing it tried to write was committed.
+    """
+
+    def __init__(self, token: int, current: int) -> None:
+        super().__init__(f"fencing token {token} is stale; the fence stands at {current}")
+        self.token = token
+        self.current = current
+
+
+class Unavailable(ScheddError):
+    """A dependency (etcd, PostgreSQL, a peer service) cannot be reached right now."""

@@ -1,0 +1,93 @@
+"""A DAG version's graph, prepared once and reused for every run of that version."""
+
+from __future__ import annotations
+
+import graphlib
+from dataclasses import dataclass
+
+from schedd.v1 import resources_pb2 as pb
+
+from schedd_core.spec import downstream_map, upstream_map
+from schedd_core.triggers import TriggerRule
+
+
+@dataclass(frozen=True)
+class TaskNode:
+    task_id: str
+    upstream: frozenset[str]
+    downstream: frozenset[str]
+    trigger_rule: TriggerRule
+    priority_weight: int
+    pool: str
+    pool_slots: int
+    queue: str
+    max_tries: int
+
+
+@dataclass(frozen=True)
+class DagGraph:
+    """Immutable view of one DAG version: tasks in topological order with their edges and options."""
+
+    dag_id: str
+    order: tuple[str, ...]
+    nodes: dict[str, TaskNode]
+    leaves: frozenset[str]
+
+    @classmethod
+    def from_spec(
+        cls, spec: pb.DagSpec, *, default_pool: str = "default_pool", default_queue: str = "default"
+    ) -> DagGraph:
+        ups = upstream_map(spec)
+        downs = downstream_map(spec)
+        order = tuple(graphlib.TopologicalSorter(ups).static_order())
+        weights = _effective_weights(spec, ups, downs, order)
+        nodes = {
+            t.task_id: TaskNode(
+                task_id=t.task_id,
+                upstream=frozenset(ups[t.task_id]),
+                downstream=frozenset(downs[t.task_id]),
+                trigger_rule=TriggerRule.from_proto(t.trigger_rule),
+                priority_weight=weights[t.task_id],
+                pool=t.pool or default_pool,
+                pool_slots=t.pool_slots or 1,
+                queue=t.queue or default_queue,
+                max_tries=t.retries + 1,
+            )
+            for t in spec.tasks
+        }
+        leaves = frozenset(tid for tid, d in downs.items() if not d)
+        return cls(dag_id=spec.dag_id, order=order, nodes=nodes, leaves=leaves)
+
+
+def _effective_weights(
+    spec: pb.DagSpec, ups: dict[str, set[str]], downs: dict[str, set[str]], order: tuple[str, ...]
+) -> dict[str, int]:
+    """Priority per task after its weight rule.
+
+    Own weight plus the weights of all downstream tasks (the default) or all upstream tasks.
+    """
+    own = {t.task_id: (t.priority_weight or 1) for t in spec.tasks}
+    rule = {t.task_id: t.weight_rule for t in spec.tasks}
+    reach_down = _closure(reversed(order), downs)
+    reach_up = _closure(order, ups)
+    result: dict[str, int] = {}
+    for tid in order:
+        if rule[tid] == pb.WEIGHT_RULE_ABSOLUTE:
+            result[tid] = own[tid]
+        elif rule[tid] == pb.WEIGHT_RULE_UPSTREAM:
+            result[tid] = own[tid] + sum(own[u] for u in reach_up[tid])
+        else:
+            result[tid] = own[tid] + sum(own[d] for d in reach_down[tid])
+    return result
+
+
+def _closure(order: object, edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """For each node, every node reachable along ``edges``; ``order`` visits targets before sources."""
+    reach: dict[str, set[str]] = {}
+    for node in order:  # type: ignore[attr-defined]
+        acc: set[str] = set()
+        for nxt in edges[node]:
+            acc.add(nxt)
+            acc |= reach[nxt]
+        reach[node] = acc
+    return reach

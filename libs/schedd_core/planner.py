@@ -1,0 +1,108 @@
+"""Deciding what happens next in one DAG run: a pure function from a snapshot to a plan.
+
+The planner never reads a clock or a database. It walks the run's tasks in
+topological order over *projected* states, so a failure propagates
+``upstream_failed`` down a whole chain in one pass. The plan says which task
+instances to queue, skip or mark upstream_failed, and whether the run is
+finished; the store applies it in one fenced transaction.
+
+Not decided here: pool slots, concurrency limits and priorities across runs
+(see ``schedd_core.admission``), and when retries are due (the caller passes
+``retry_due``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from schedd_core.graph import DagGraph
+from schedd_core.states import TASK_FINISHED, RunState, TaskState
+from schedd_core.triggers import UpstreamCounts, Verdict, evaluate
+
+
+@dataclass(frozen=True)
+class TaskSnapshot:
+    state: TaskState
+    retry_due: bool = False
+
+
+@dataclass
+class RunPlan:
+    to_queue: list[str] = field(default_factory=list)
+    to_skip: list[str] = field(default_factory=list)
+    to_upstream_failed: list[str] = field(default_factory=list)
+    #: Tasks in the run's version that have no task instance yet.
+    to_create: list[str] = field(default_factory=list)
+    #: Set when the run is finished after this plan is applied.
+    run_state: RunState | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.to_queue or self.to_skip or self.to_upstream_failed or self.to_create or self.run_state
+        )
+
+
+_READY_FROM = frozenset({TaskState.NONE, TaskState.SCHEDULED})
+
+
+def plan_run(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
+    """Plan the next step of one run.
+
+    ``tasks`` holds the current state of every task instance of the run, by
+    task id. Task ids of the graph missing from ``tasks`` are planned as if in
+    state NONE and listed in ``to_create``.
+    """
+    plan = RunPlan()
+    projected: dict[str, TaskState] = {}
+    for tid in graph.order:
+        snap = tasks.get(tid)
+        if snap is None:
+            plan.to_create.append(tid)
+            snap = TaskSnapshot(TaskState.NONE)
+        state = snap.state
+        if state is TaskState.UP_FOR_RETRY and snap.retry_due:
+            plan.to_queue.append(tid)
+            state = TaskState.QUEUED
+        elif state in _READY_FROM:
+            verdict = evaluate(graph.nodes[tid].trigger_rule, _count(graph, tid, projected))
+            if verdict is Verdict.READY:
+                plan.to_queue.append(tid)
+                state = TaskState.QUEUED
+            elif verdict is Verdict.SKIP:
+                plan.to_skip.append(tid)
+                state = TaskState.SKIPPED
+            elif verdict is Verdict.UPSTREAM_FAILED:
+                plan.to_upstream_failed.append(tid)
+                state = TaskState.UPSTREAM_FAILED
+        projected[tid] = state
+    plan.run_state = run_outcome(graph, projected)
+    return plan
+
+
+def _count(graph: DagGraph, tid: str, states: Mapping[str, TaskState]) -> UpstreamCounts:
+    success = failed = skipped = 0
+    for up in graph.nodes[tid].upstream:
+        s = states[up]
+        if s is TaskState.SUCCESS:
+            success += 1
+        elif s in (TaskState.FAILED, TaskState.UPSTREAM_FAILED):
+            failed += 1
+        elif s is TaskState.SKIPPED:
+            skipped += 1
+    return UpstreamCounts(
+        total=len(graph.nodes[tid].upstream), success=success, failed=failed, skipped=skipped
+    )
+
+
+def run_outcome(graph: DagGraph, states: Mapping[str, TaskState]) -> RunState | None:
+    """The final state of a run whose tasks are all finished, else None.
+
+    As in Airflow, the leaves decide: the run fails when any leaf failed or is
+    upstream_failed, and succeeds otherwise.
+    """
+    if any(states.get(tid, TaskState.NONE) not in TASK_FINISHED for tid in graph.order):
+        return None
+    failed = any(states[leaf] in (TaskState.FAILED, TaskState.UPSTREAM_FAILED) for leaf in graph.leaves)
+    return RunState.FAILED if failed else RunState.SUCCESS

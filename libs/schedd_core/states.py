@@ -1,0 +1,97 @@
+"""The task-instance and DAG-run state machines, declared once.
+
+``TASK_TRANSITIONS`` maps every target state to the states it may be entered
+from. The store turns each transition into one guarded UPDATE
+(``WHERE state = ANY(:allowed_from)``); nothing checks a state in Python and
+then writes.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class TaskState(enum.StrEnum):
+    NONE = "none"
+    SCHEDULED = "scheduled"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UPSTREAM_FAILED = "upstream_failed"
+    UP_FOR_RETRY = "up_for_retry"
+    REMOVED = "removed"
+
+
+class RunState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+
+
+class RunType(enum.StrEnum):
+    MANUAL = "manual"
+    SCHEDULED = "scheduled"
+    BACKFILL = "backfill"
+
+
+T = TaskState
+
+#: target state -> states it may be entered from.
+TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
+    T.NONE: frozenset(
+        {T.SCHEDULED, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.UP_FOR_RETRY, T.REMOVED}
+    ),  # a clear
+    T.SCHEDULED: frozenset({T.NONE, T.UP_FOR_RETRY}),
+    T.QUEUED: frozenset({T.NONE, T.SCHEDULED, T.UP_FOR_RETRY}),
+    T.RUNNING: frozenset({T.QUEUED}),
+    T.SUCCESS: frozenset(
+        {T.RUNNING, T.NONE, T.SCHEDULED, T.QUEUED, T.FAILED, T.UPSTREAM_FAILED, T.SKIPPED, T.UP_FOR_RETRY}
+    ),  # from a worker, or marked by a user
+    T.FAILED: frozenset(
+        {T.RUNNING, T.QUEUED, T.NONE, T.SCHEDULED, T.SUCCESS, T.UP_FOR_RETRY, T.SKIPPED, T.UPSTREAM_FAILED}
+    ),  # from a worker, a zombie, or a user
+    T.SKIPPED: frozenset({T.NONE, T.SCHEDULED}),
+    T.UPSTREAM_FAILED: frozenset({T.NONE, T.SCHEDULED}),
+    T.UP_FOR_RETRY: frozenset({T.RUNNING, T.QUEUED}),
+    T.REMOVED: frozenset({T.NONE, T.SCHEDULED}),
+}
+
+#: States in which a task instance will not change again unless a user clears it.
+TASK_FINISHED: frozenset[TaskState] = frozenset(
+    {T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.REMOVED}
+)
+
+#: States that count as "done" for upstream evaluation (trigger rules).
+TASK_DONE_FOR_DOWNSTREAM: frozenset[TaskState] = frozenset(
+    {T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED}
+)
+
+#: States in which an attempt occupies a worker slot and a pool slot.
+TASK_OCCUPYING: frozenset[TaskState] = frozenset({T.QUEUED, T.RUNNING})
+
+R = RunState
+
+RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    R.QUEUED: frozenset({R.SUCCESS, R.FAILED}),  # a cleared run is queued again
+    R.RUNNING: frozenset({R.QUEUED, R.SUCCESS, R.FAILED}),
+    R.SUCCESS: frozenset({R.RUNNING, R.QUEUED}),
+    R.FAILED: frozenset({R.RUNNING, R.QUEUED}),
+}
+
+RUN_FINISHED: frozenset[RunState] = frozenset({R.SUCCESS, R.FAILED})
+
+
+def allowed_task_sources(target: TaskState) -> list[str]:
+    """The states a task instance may move to ``target`` from, as plain strings for SQL."""
+    return sorted(s.value for s in TASK_TRANSITIONS[target])
+
+
+def allowed_run_sources(target: RunState) -> list[str]:
+    return sorted(s.value for s in RUN_TRANSITIONS[target])
+
+
+def can_transition(source: TaskState, target: TaskState) -> bool:
+    return source in TASK_TRANSITIONS[target]

@@ -1,0 +1,482 @@
+"""Run a private PostgreSQL server as a local child process.
+
+:class:`LocalPostgres` owns one cluster under ``base_dir/pgdata`` and one
+``postgres`` process. Guarantees while :attr:`LocalPostgres.running`:
+
+* it listens on 127.0.0.1 only, on a port chosen from the ephemeral range (never
+  5432), plus a Unix socket in the data directory (or in a short temporary
+  directory when that path is too long for a socket name);
+* authentication is ``trust`` for local and loopback connections; the
+  superuser is ``schedd`` and a database ``schedd`` exists;
+* ``max_connections`` is 200;
+* the PID we hold is the postmaster's own (it is started directly, not through
+  ``pg_ctl``), so :meth:`LocalPostgres.stop` and :meth:`LocalPostgres.kill`
+  act on the server and nothing else.
+
+Not guaranteed: durability with ``durable=False`` (``fsync``,
+``synchronous_commit`` and ``full_page_writes`` are off; a host crash may
+corrupt the cluster, a process kill does not), nor that the port stays the same
+across restarts (it is reused when still free).
+
+PostgreSQL refuses to run as root. When this process is root, ``initdb`` and
+``postgres`` run as the ``postgres`` system user (or ``schedd``, created with
+``useradd --system`` when neither exists); the data directory is chowned to
+that user, and any directory on the way to it (or to the binaries) that user
+cannot traverse gets the matching execute bit added, with a warning logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs; not in the mypy overrides
+
+from schedd_devstack._process import (
+    child_env,
+    die_with_parent_prefix,
+    kill_group,
+    read_tail,
+    register_running,
+    run_coroutine_sync,
+    stop_process,
+    unregister_running,
+)
+from schedd_devstack.binaries import DevstackError, find_postgres_bindir
+from schedd_devstack.ports import LOCALHOST, free_port, port_is_free
+
+SUPERUSER = "schedd"
+DATABASE = "schedd"
+MAX_CONNECTIONS = 200
+
+_LOG = logging.getLogger(__name__)
+
+# sun_path holds 108 bytes including the NUL; leave room for "/.s.PGSQL.65535.lock".
+_MAX_SOCKET_DIR_LEN = 107 - len("/.s.PGSQL.65535.lock")
+_BIND_FAILURE_MARKERS = ("Address already in use", "could not create any TCP/IP sockets")
+_START_ATTEMPTS = 3
+_INITDB_TIMEOUT = 120.0
+_ABORT_TIMEOUT = 10.0  # graceful stop of a server or initdb whose start-up failed or was interrupted
+
+
+@dataclass(frozen=True)
+class _Account:
+    """The unprivileged system user the server runs as when we are root."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+class _PortTaken(Exception):
+    """The postmaster exited because its port was grabbed between probe and bind."""
+
+
+def _service_account() -> _Account:
+    for name in ("postgres", "schedd"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return _Account(name, entry.pw_uid, entry.pw_gid)
+    useradd = shutil.which("useradd")
+    if useradd is None:
+        raise DevstackError(
+            "running as root, PostgreSQL needs an unprivileged user, and neither `postgres` nor `schedd` "
+            "exists; `useradd` is not available to create `schedd`"
+        )
+    result = subprocess.run(
+        [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "schedd"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise DevstackError(f"useradd schedd failed: {result.stderr.strip()}")
+    entry = pwd.getpwnam("schedd")
+    return _Account("schedd", entry.pw_uid, entry.pw_gid)
+
+
+def _ensure_traversable(path: Path, account: _Account) -> None:
+    """Add the execute bit ``account`` needs on ``path`` and on each of its ancestors."""
+    for directory in (path, *path.parents):
+        st = directory.stat()
+        if st.st_uid == account.uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid == account.gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            _LOG.warning("making %s traversable for user %s (adding an execute bit)", directory, account.name)
+            os.chmod(directory, stat.S_IMODE(st.st_mode) | bit)
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def asyncpg_dsn(url: str) -> str:
+    """Turn a SQLAlchemy URL (``postgresql+asyncpg://...``) into a DSN asyncpg and libpq accept."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ValueError(f"not a database URL: {url!r}")
+    if scheme.split("+", 1)[0] in ("postgresql", "postgres"):
+        return f"postgresql://{rest}"
+    raise ValueError(f"not a PostgreSQL URL: {url!r}")
+
+
+def with_database(url: str, database: str) -> str:
+    """The same URL (scheme, user, host, query kept) naming another database."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+def create_database(url: str, name: str) -> None:
+    """Create the empty database ``name`` on the server ``url`` points at (sync; any thread).
+
+    The connecting user needs CREATEDB. Fails if the database exists.
+    """
+
+    async def create() -> None:
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            await conn.execute(f"CREATE DATABASE {_quote_ident(name)}")
+        finally:
+            await conn.close()
+
+    run_coroutine_sync(create)
+
+
+def drop_database(url: str, name: str) -> None:
+    """Drop database ``name`` on the server ``url`` points at, disconnecting its sessions (PG 13+).
+
+    Does nothing if it does not exist. ``url`` must name another database.
+    """
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            await conn.execute(f"DROP DATABASE IF EXISTS {_quote_ident(name)} WITH (FORCE)")
+        finally:
+            await conn.close()
+
+    run_coroutine_sync(drop)
+
+
+class LocalPostgres:
+    """One private PostgreSQL server; see the module docstring for what it guarantees.
+
+    Not thread-safe: call ``start``/``stop``/``kill`` from one thread. ``start``
+    may be called again after ``stop`` or ``kill`` (same or another
+    ``base_dir``); an existing cluster in ``base_dir/pgdata`` is reused.
+    """
+
+    def __init__(self, *, startup_timeout: float = 30.0, stop_timeout: float = 30.0) -> None:
+        self._startup_timeout = startup_timeout
+        self._stop_timeout = stop_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
+        self._base_dir: Path | None = None
+        self._temp_socket_dir: Path | None = None
+
+    # -- properties ---------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """True while the postmaster we started has not exited."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's PID, or None when not started (stays set after it dies until stop/kill)."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def port(self) -> int:
+        """The TCP port of the last start. Raises DevstackError before the first start."""
+        if self._port is None:
+            raise DevstackError("LocalPostgres has not been started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """SQLAlchemy URL of the ``schedd`` database: ``postgresql+asyncpg://schedd@127.0.0.1:PORT/schedd``."""
+        return f"postgresql+asyncpg://{SUPERUSER}@{LOCALHOST}:{self.port}/{DATABASE}"
+
+    @property
+    def dsn(self) -> str:
+        """The same as :attr:`url` in the plain ``postgresql://`` form asyncpg and libpq take."""
+        return asyncpg_dsn(self.url)
+
+    @property
+    def base_dir(self) -> Path:
+        if self._base_dir is None:
+            raise DevstackError("LocalPostgres has not been started")
+        return self._base_dir
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base_dir / "pgdata"
+
+    @property
+    def log_path(self) -> Path:
+        """Server log (initdb output and the postmaster's stderr), appended to across restarts."""
+        return self.base_dir / "postgres.log"
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def start(self, base_dir: Path, *, durable: bool = True) -> None:
+        """Initialise ``base_dir/pgdata`` if needed, start the server and wait until it serves ``schedd``.
+
+        Blocks at most about ``startup_timeout`` seconds after ``initdb`` (which
+        has its own 120 s bound). On failure or interruption the half-started
+        server is stopped (SIGINT, SIGKILL after 10 s) before the exception
+        propagates; a :class:`DevstackError` carries the tail of :attr:`log_path`.
+        ``durable=False`` turns off fsync, synchronous_commit and
+        full_page_writes for this run (and uses ``initdb --no-sync``).
+        """
+        if self.running:
+            raise DevstackError(f"PostgreSQL is already running (pid {self.pid})")
+        self._release()
+        bindir = find_postgres_bindir()
+        base_dir = Path(base_dir).resolve()
+        base_dir.mkdir(parents=True, exist_ok=True)
+        if self._base_dir != base_dir:
+            self._port = None
+        self._base_dir = base_dir
+        data_dir = self.data_dir
+
+        account = _service_account() if os.geteuid() == 0 else None
+        if account is not None:
+            _ensure_traversable(base_dir, account)
+            _ensure_traversable(bindir, account)
+            data_dir.mkdir(mode=0o700, exist_ok=True)
+            os.chown(data_dir, account.uid, account.gid)
+        if not (data_dir / "PG_VERSION").exists():
+            self._initdb(bindir, data_dir, account, durable=durable)
+        socket_dir = self._socket_dir(data_dir, account)
+
+        deadline = time.monotonic() + self._startup_timeout
+        try:
+            for attempt in range(1, _START_ATTEMPTS + 1):
+                port = self._port if self._port is not None and port_is_free(self._port) else free_port()
+                self._port = port
+                try:
+                    self._launch_and_wait(bindir, data_dir, socket_dir, port, account, durable, deadline)
+                    return
+                except _PortTaken:
+                    _LOG.info("port %d was taken before PostgreSQL bound it (attempt %d)", port, attempt)
+                    self._port = None
+            raise DevstackError(
+                f"PostgreSQL could not bind a free port in {_START_ATTEMPTS} attempts; log: {self.log_path}"
+            )
+        except BaseException:
+            self._release()
+            raise
+
+    def stop(self) -> None:
+        """Fast shutdown (SIGINT), bounded by ``stop_timeout``, then SIGKILL of its process group.
+
+        Idempotent; returns once the server has exited. The data is kept.
+        """
+        proc = self._proc
+        try:
+            if proc is not None:
+                stop_process(proc, signal.SIGINT, self._stop_timeout)
+        finally:
+            self._release()
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster and its backends at once (a crash; the next start recovers)."""
+        proc = self._proc
+        try:
+            if proc is not None:
+                kill_group(proc)
+                proc.wait(timeout=30)
+        finally:
+            self._release()
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _forget_process(self) -> None:
+        self._proc = None
+        unregister_running(self)
+
+    def _release(self) -> None:
+        self._forget_process()
+        if self._temp_socket_dir is not None:
+            shutil.rmtree(self._temp_socket_dir, ignore_errors=True)
+            self._temp_socket_dir = None
+
+    @staticmethod
+    def _spawn(cmd: list[str], log: BinaryIO, account: _Account | None) -> subprocess.Popen[bytes]:
+        """Start ``cmd`` in its own session, output to ``log``, as ``account`` when given."""
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd="/",
+            env=child_env(["PG"]),
+            start_new_session=True,
+            user=None if account is None else account.uid,
+            group=None if account is None else account.gid,
+            extra_groups=None if account is None else [],
+        )
+
+    def _initdb(self, bindir: Path, data_dir: Path, account: _Account | None, *, durable: bool) -> None:
+        cmd = [
+            str(bindir / "initdb"),
+            "-D",
+            str(data_dir),
+            "-U",
+            SUPERUSER,
+            "--auth-local=trust",
+            "--auth-host=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+        ]
+        if not durable:
+            cmd.append("--no-sync")
+        offset = self._log_size()
+        with self.log_path.open("ab") as log:
+            log.write(f"--- {' '.join(cmd)}\n".encode())
+            log.flush()
+            proc = self._spawn(cmd, log, account)
+        try:
+            returncode = proc.wait(timeout=_INITDB_TIMEOUT)
+        except BaseException:
+            # SIGTERM lets initdb remove the half-made cluster, so the next start can run it again.
+            stop_process(proc, signal.SIGTERM, _ABORT_TIMEOUT)
+            raise
+        if returncode != 0:
+            raise DevstackError(
+                f"initdb failed with exit code {returncode} (log: {self.log_path}):\n"
+                f"{read_tail(self.log_path, offset)}"
+            )
+
+    def _socket_dir(self, data_dir: Path, account: _Account | None) -> Path:
+        if len(str(data_dir)) <= _MAX_SOCKET_DIR_LEN:
+            return data_dir
+        socket_dir = Path(tempfile.mkdtemp(prefix="schedd-pgsock-"))
+        if account is not None:
+            os.chown(socket_dir, account.uid, account.gid)
+        self._temp_socket_dir = socket_dir
+        return socket_dir
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _launch_and_wait(
+        self,
+        bindir: Path,
+        data_dir: Path,
+        socket_dir: Path,
+        port: int,
+        account: _Account | None,
+        durable: bool,
+        deadline: float,
+    ) -> None:
+        settings = {
+            "listen_addresses": LOCALHOST,
+            "port": str(port),
+            "unix_socket_directories": _guc_list_item(str(socket_dir)),
+            "max_connections": str(MAX_CONNECTIONS),
+        }
+        if not durable:
+            settings.update(fsync="off", synchronous_commit="off", full_page_writes="off")
+        cmd = [*die_with_parent_prefix("INT"), str(bindir / "postgres"), "-D", str(data_dir)]
+        for key, value in settings.items():
+            cmd += ["-c", f"{key}={value}"]
+
+        offset = self._log_size()
+        with self.log_path.open("ab") as log:
+            log.write(f"--- {' '.join(cmd)}\n".encode())
+            log.flush()
+            proc = self._spawn(cmd, log, account)
+        self._proc = proc
+        register_running(self, self.stop)
+        try:
+            run_coroutine_sync(lambda: _wait_ready(proc, port, data_dir, deadline))
+        except _ServerExited as exc:
+            tail = read_tail(self.log_path, offset)
+            self._forget_process()
+            if any(marker in tail for marker in _BIND_FAILURE_MARKERS):
+                raise _PortTaken() from exc
+            raise DevstackError(
+                f"PostgreSQL exited with code {exc.returncode} during start-up "
+                f"(log: {self.log_path}):\n{tail}"
+            ) from exc
+        except BaseException as exc:
+            with contextlib.suppress(DevstackError):
+                stop_process(proc, signal.SIGINT, _ABORT_TIMEOUT)
+            self._forget_process()
+            if isinstance(exc, DevstackError):
+                raise DevstackError(
+                    f"{exc} (log: {self.log_path}):\n{read_tail(self.log_path, offset)}"
+                ) from exc
+            raise
+
+
+class _ServerExited(Exception):
+    def __init__(self, returncode: int) -> None:
+        super().__init__(f"exit code {returncode}")
+        self.returncode = returncode
+
+
+def _guc_list_item(value: str) -> str:
+    """Quote one element of a comma-separated GUC list if it needs it."""
+    if any(c in value for c in ', \t"'):
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+async def _wait_ready(proc: subprocess.Popen[bytes], port: int, data_dir: Path, deadline: float) -> None:
+    """Poll until the server we started accepts TCP connections, then make sure ``schedd`` exists."""
+    last_error: BaseException | None = None
+    while True:
+        if proc.poll() is not None:
+            raise _ServerExited(proc.returncode)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise DevstackError(f"PostgreSQL did not accept connections in time (last error: {last_error!r})")
+        try:
+            conn = await asyncpg.connect(
+                host=LOCALHOST,
+                port=port,
+                user=SUPERUSER,
+                database="postgres",
+                ssl=False,
+                timeout=min(2.0, remaining),
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            last_error = exc
+            await asyncio.sleep(0.05)
+            continue
+        try:
+            served = await conn.fetchval("SHOW data_directory")
+            if served != str(data_dir):  # data_dir is resolved, and postgres reports the -D path as given
+                raise DevstackError(f"port {port} is served by another PostgreSQL (data directory {served})")
+            if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE):
+                await conn.execute(f"CREATE DATABASE {_quote_ident(DATABASE)}")
+        finally:
+            await conn.close()
+        return

@@ -1,0 +1,1 @@
+"""Shared gRPC plumbing: error mapping, resource names, conversions and the server frame."""

@@ -1,0 +1,39 @@
+"""Conversions between Python values and protobuf well-known types."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf.json_format import MessageToDict
+
+
+def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
+    """A Timestamp, or None (leaves the field unset) for None."""
+    if value is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    out.FromDatetime(value.astimezone(UTC))
+    return out
+
+
+def from_ts(value: timestamp_pb2.Timestamp) -> datetime:
+    return value.ToDatetime(tzinfo=UTC)
+
+
+def duration(value: timedelta | float) -> duration_pb2.Duration:
+    out = duration_pb2.Duration()
+    out.FromTimedelta(value if isinstance(value, timedelta) else timedelta(seconds=value))
+    return out
+
+
+def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    if value:
+        out.update(value)
+    return out
+
+
+def from_struct(value: struct_pb2.Struct) -> dict[str, Any]:
+    return MessageToDict(value)

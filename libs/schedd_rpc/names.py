@@ -1,0 +1,33 @@
+"""Resource names: ``dags/{dag}``, ``dags/{dag}/runs/{run}``, ``dags/{dag}/runs/{run}/tasks/{task}``."""
+
+from __future__ import annotations
+
+from schedd_core.errors import InvalidArgument
+
+
+def dag_name(dag_id: str) -> str:
+    return f"dags/{dag_id}"
+
+
+def run_name(dag_id: str, run_id: str) -> str:
+    return f"dags/{dag_id}/runs/{run_id}"
+
+
+def task_name(dag_id: str, run_id: str, task_id: str) -> str:
+    return f"dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
+
+
+def parse_dag_name(name: str, field: str = "name") -> str:
+    parts = name.split("/")
+    if len(parts) != 2 or parts[0] != "dags" or not parts[1]:
+        raise InvalidArgument(field, f"{name!r} is not a DAG name; expected 'dags/{{dag_id}}'")
+    return parts[1]
+
+
+def parse_run_name(name: str, field: str = "name") -> tuple[str, str]:
+    parts = name.split("/")
+    if len(parts) != 4 or parts[0] != "dags" or parts[2] != "runs" or not parts[1] or not parts[3]:
+        raise InvalidArgument(
+            field, f"{name!r} is not a run name; expected 'dags/{{dag_id}}/runs/{{run_id}}'"
+        )
+    return parts[1], parts[3]

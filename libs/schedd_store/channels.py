@@ -1,0 +1,34 @@
+"""Names of the PostgreSQL NOTIFY channels and the format of their payloads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+#: A run needs evaluation (created, or one of its tasks finished). Payload: run ids, comma-separated.
+RUNS = "schedd_runs"
+#: Task instances were queued. Payload: the queue name.
+QUEUED = "schedd_queued"
+
+#: PostgreSQL refuses payloads of 8000 bytes or more.
+MAX_PAYLOAD = 7900
+
+
+def encode_ids(ids: Iterable[int]) -> list[str]:
+    """Comma-separated payloads of ids, each under the size limit."""
+    payloads: list[str] = []
+    current: list[str] = []
+    size = 0
+    for i in ids:
+        s = str(i)
+        if size + len(s) + 1 > MAX_PAYLOAD and current:
+            payloads.append(",".join(current))
+            current, size = [], 0
+        current.append(s)
+        size += len(s) + 1
+    if current:
+        payloads.append(",".join(current))
+    return payloads
+
+
+def decode_ids(payload: str) -> list[int]:
+    return [int(p) for p in payload.split(",") if p]

@@ -1,0 +1,62 @@
+"""Registering and reading DAGs and their versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schedd.v1 import resources_pb2 as pb
+from schedd_core.errors import NotFound
+from schedd_core.spec import canonical, version_hash
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_store import statements as sql
+from schedd_store.records import DagRecord, parse_spec
+
+
+async def register_dag(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[DagRecord, bool]:
+    """Store ``spec`` (already validated) as the DAG's latest version.
+
+    Returns the DAG and whether a new version was created; an identical spec
+    (same canonical hash) creates none. Concurrent registrations of one DAG are
+    serialised by a row lock on the DAG.
+    """
+    spec = canonical(spec)
+    vhash = version_hash(spec)
+    async with engine.begin() as conn:
+        await conn.execute(sql.ENSURE_DAG, {"dag_id": spec.dag_id})
+        await conn.execute(sql.LOCK_DAG, {"dag_id": spec.dag_id})
+        params = {"dag_id": spec.dag_id, "version_hash": vhash}
+        inserted = (
+            await conn.execute(sql.INSERT_DAG_VERSION, {**params, "spec": spec.SerializeToString()})
+        ).scalar()
+        version_id = inserted or (await conn.execute(sql.FIND_DAG_VERSION, params)).scalar_one()
+        await conn.execute(sql.SET_LATEST_VERSION, {"dag_id": spec.dag_id, "version_id": version_id})
+        row = (await conn.execute(sql.GET_DAG, {"dag_id": spec.dag_id})).one()
+    return _dag(row._mapping), inserted is not None
+
+
+async def get_dag(engine: AsyncEngine, dag_id: str) -> DagRecord:
+    async with engine.connect() as conn:
+        row = (await conn.execute(sql.GET_DAG, {"dag_id": dag_id})).first()
+    if row is None:
+        raise NotFound(f"dag {dag_id!r} not found")
+    return _dag(row._mapping)
+
+
+async def list_dags(engine: AsyncEngine, *, after: str, limit: int) -> list[DagRecord]:
+    """DAGs ordered by id, starting after ``after`` (keyset pagination)."""
+    async with engine.connect() as conn:
+        rows = (await conn.execute(sql.LIST_DAGS, {"after": after, "limit": limit})).all()
+    return [_dag(r._mapping) for r in rows]
+
+
+def _dag(m: Any) -> DagRecord:
+    return DagRecord(
+        dag_id=m["dag_id"],
+        paused=m["paused"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        version_hash=m["version_hash"],
+        version_created_at=m["version_created_at"],
+        spec=parse_spec(m["spec"]),
+    )

@@ -1,0 +1,21 @@
+"""Creating the async engine. Nothing here reads configuration: callers pass the URL."""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+
+def make_engine(database_url: str, *, pool_size: int = 5, application_name: str = "schedd") -> AsyncEngine:
+    """An engine over asyncpg. ``database_url`` is ``postgresql+asyncpg://...``."""
+    return create_async_engine(
+        database_url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args={"server_settings": {"application_name": application_name}},
+    )
+
+
+def asyncpg_dsn(database_url: str) -> str:
+    """The plain libpq-style DSN asyncpg expects, from a SQLAlchemy URL."""
+    return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)

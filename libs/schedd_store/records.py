@@ -1,0 +1,60 @@
+"""Plain records read from the store. The rpc layer translates them to protobuf messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from schedd.v1 import resources_pb2 as pb
+
+
+@dataclass(frozen=True)
+class DagRecord:
+    dag_id: str
+    paused: bool
+    created_at: datetime
+    updated_at: datetime
+    version_hash: str
+    version_created_at: datetime
+    spec: pb.DagSpec
+
+
+@dataclass(frozen=True)
+class TaskInstanceRecord:
+    task_id: str
+    state: str
+    try_number: int
+    max_tries: int
+    attempt_id: str | None
+    worker_id: str | None
+    queued_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    exit_code: int | None
+    error: str | None
+    priority_weight: int
+    pool: str
+    queue: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    pk: int
+    dag_id: str
+    run_id: str
+    run_type: str
+    state: str
+    logical_date: datetime
+    conf: dict[str, Any]
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    version_hash: str
+    task_instances: list[TaskInstanceRecord] = field(default_factory=list)
+
+
+def parse_spec(data: bytes) -> pb.DagSpec:
+    spec = pb.DagSpec()
+    spec.ParseFromString(data)
+    return spec

@@ -1,0 +1,143 @@
+"""The scheduler's reads and writes, always inside a fenced transaction (see ``fence.py``).
+
+``load_runs`` locks the runs to evaluate and reads their task states;
+``apply_plans`` writes the planner's decisions with guarded statements and
+queues a NOTIFY for the registries. A guarded statement that changes fewer rows
+than planned raises :class:`IllegalTransition`, which rolls the whole
+transaction back: either every decision of a pass lands or none does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from schedd_core.errors import IllegalTransition
+from schedd_core.graph import DagGraph
+from schedd_core.planner import RunPlan, TaskSnapshot
+from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from schedd_store import channels
+from schedd_store import statements as sql
+
+
+@dataclass
+class PlanningRun:
+    pk: int
+    version_id: int
+    state: str
+    tasks: dict[str, TaskSnapshot] = field(default_factory=dict)
+    ti_ids: dict[str, int] = field(default_factory=dict)
+
+
+async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
+    return [int(r[0]) for r in (await conn.execute(sql.UNFINISHED_RUNS)).all()]
+
+
+async def load_runs(conn: AsyncConnection, run_pks: Sequence[int]) -> list[PlanningRun]:
+    """Lock the unfinished runs among ``run_pks`` and read the states of their task instances."""
+    runs = {
+        r.id: PlanningRun(pk=r.id, version_id=r.dag_version_id, state=r.state)
+        for r in (await conn.execute(sql.LOCK_RUNS_FOR_PLANNING, {"run_pks": list(run_pks)})).all()
+    }
+    if not runs:
+        return []
+    for t in (await conn.execute(sql.LOAD_TASK_STATES, {"run_pks": list(runs)})).all():
+        run = runs[t.run_pk]
+        run.tasks[t.task_id] = TaskSnapshot(TaskState(t.state), retry_due=bool(t.retry_due))
+        run.ti_ids[t.task_id] = t.id
+    return list(runs.values())
+
+
+async def apply_plans(
+    conn: AsyncConnection, token: int, plans: Sequence[tuple[PlanningRun, DagGraph, RunPlan]]
+) -> int:
+    """Write every plan of one scheduling pass. Returns the number of task instances queued."""
+    creates: dict[str, list[object]] = {
+        k: [] for k in ("run_pks", "task_ids", "states", "max_tries", "weights", "pools", "slots", "queues")
+    }
+    to_queue: list[int] = []
+    to_skip: list[int] = []
+    to_upstream_failed: list[int] = []
+    started: list[int] = []
+    finished: list[tuple[int, RunState]] = []
+
+    for run, graph, plan in plans:
+        new = set(plan.to_create)
+        first_state = {tid: TaskState.QUEUED for tid in plan.to_queue if tid in new}
+        first_state |= {tid: TaskState.SKIPPED for tid in plan.to_skip if tid in new}
+        first_state |= {tid: TaskState.UPSTREAM_FAILED for tid in plan.to_upstream_failed if tid in new}
+        for tid in plan.to_create:
+            node = graph.nodes[tid]
+            creates["run_pks"].append(run.pk)
+            creates["task_ids"].append(tid)
+            creates["states"].append(first_state.get(tid, TaskState.NONE).value)
+            creates["max_tries"].append(node.max_tries)
+            creates["weights"].append(node.priority_weight)
+            creates["pools"].append(node.pool)
+            creates["slots"].append(node.pool_slots)
+            creates["queues"].append(node.queue)
+        to_queue += [run.ti_ids[t] for t in plan.to_queue if t not in new]
+        to_skip += [run.ti_ids[t] for t in plan.to_skip if t not in new]
+        to_upstream_failed += [run.ti_ids[t] for t in plan.to_upstream_failed if t not in new]
+        if run.state == RunState.QUEUED:
+            started.append(run.pk)
+        if plan.run_state is not None:
+            finished.append((run.pk, plan.run_state))
+
+    queues: set[str] = set()
+    if creates["run_pks"]:
+        rows = (await conn.execute(sql.INSERT_TASK_INSTANCES, {**creates, "token": token})).all()
+        queues |= {r.queue for r in rows if r.state == TaskState.QUEUED}
+    queued = sum(1 for s in creates["states"] if s == TaskState.QUEUED.value)
+    if to_queue:
+        rows = (
+            await conn.execute(
+                sql.QUEUE_TASK_INSTANCES,
+                {"ids": to_queue, "token": token, "allowed_from": allowed_task_sources(TaskState.QUEUED)},
+            )
+        ).all()
+        _expect("queue", to_queue, rows)
+        queues |= {r.queue for r in rows}
+        queued += len(rows)
+    for target, ids in ((TaskState.SKIPPED, to_skip), (TaskState.UPSTREAM_FAILED, to_upstream_failed)):
+        if ids:
+            rows = (
+                await conn.execute(
+                    sql.FINISH_UNRUN_TASK_INSTANCES,
+                    {
+                        "ids": ids,
+                        "target": target.value,
+                        "token": token,
+                        "allowed_from": allowed_task_sources(target),
+                    },
+                )
+            ).all()
+            _expect(target.value, ids, rows)
+    if started:
+        await conn.execute(sql.START_RUNS, {"run_pks": started, "token": token})
+    for pk, state in finished:
+        row = (
+            await conn.execute(
+                sql.FINISH_RUN,
+                {
+                    "run_pk": pk,
+                    "target": state.value,
+                    "token": token,
+                    "allowed_from": allowed_run_sources(state),
+                },
+            )
+        ).first()
+        if row is None:
+            raise IllegalTransition(f"run {pk} could not move to {state.value}")
+    for queue in sorted(queues):
+        await conn.execute(sql.NOTIFY, {"channel": channels.QUEUED, "payload": queue})
+    return queued
+
+
+def _expect(action: str, ids: list[int], rows: Sequence[object]) -> None:
+    if len(rows) != len(ids):
+        moved = {r.id for r in rows}  # type: ignore[attr-defined]
+        missing = [i for i in ids if i not in moved]
+        raise IllegalTransition(f"cannot {action} task instances {missing[:10]}: their state changed")

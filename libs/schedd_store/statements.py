@@ -1,0 +1,222 @@
+"""Every SQL statement of schedd that enforces an invariant, by name.
+
+Conventions:
+- A state change is one guarded UPDATE: ``WHERE ... state = ANY(:allowed_from)``
+  with the allowed sources taken from ``schedd_core.states``. Callers compare
+  the returned rows with what they expected; a shortfall is a typed error.
+- Scheduler writes run inside a transaction that first takes
+  ``LOCK_FENCE_FOR_WRITE`` (a shared row lock) and compares the token; writes
+  are stamped with that token (``fence_token``).
+- Worker reports are conditional on the attempt id they carry.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import TextClause, text
+
+
+def _sql(statement: str) -> TextClause:
+    return text(statement)
+
+
+# --- fencing -------------------------------------------------------------------------------------
+
+#: Shared lock on the fence row, held until the end of the scheduler's transaction. Raising the
+#: fence (an UPDATE, which needs an exclusive lock) therefore waits for every write transaction of
+#: the old term in flight, and every transaction that starts later sees the new token.
+LOCK_FENCE_FOR_WRITE = _sql("SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE")
+
+#: Raises the fence to a new term's token; never lowers it. Zero rows: the token is not newer.
+RAISE_FENCE = _sql(
+    "UPDATE scheduler_fence SET token = :token, holder = :holder, raised_at = now() "
+    "WHERE id = 1 AND token < :token RETURNING token"
+)
+
+READ_FENCE = _sql("SELECT token, holder, raised_at FROM scheduler_fence WHERE id = 1")
+
+# --- DAGs ------------------------------------------------------------------------------------------
+
+ENSURE_DAG = _sql("INSERT INTO dags (dag_id) VALUES (:dag_id) ON CONFLICT (dag_id) DO NOTHING")
+
+LOCK_DAG = _sql("SELECT latest_version_id FROM dags WHERE dag_id = :dag_id FOR UPDATE")
+
+INSERT_DAG_VERSION = _sql(
+    "INSERT INTO dag_versions (dag_id, version_hash, spec) VALUES (:dag_id, :version_hash, :spec) "
+    "ON CONFLICT ON CONSTRAINT dag_versions_dag_hash_key DO NOTHING RETURNING id"
+)
+
+FIND_DAG_VERSION = _sql("SELECT id FROM dag_versions WHERE dag_id = :dag_id AND version_hash = :version_hash")
+
+SET_LATEST_VERSION = _sql(
+    "UPDATE dags SET latest_version_id = :version_id, updated_at = now() WHERE dag_id = :dag_id"
+)
+
+_DAG_COLUMNS = (
+    "d.dag_id, d.paused, d.created_at, d.updated_at, v.version_hash, v.spec, "
+    "v.created_at AS version_created_at"
+)
+
+GET_DAG = _sql(
+    f"SELECT {_DAG_COLUMNS} FROM dags d JOIN dag_versions v ON v.id = d.latest_version_id "
+    "WHERE d.dag_id = :dag_id"
+)
+
+LIST_DAGS = _sql(
+    f"SELECT {_DAG_COLUMNS} FROM dags d JOIN dag_versions v ON v.id = d.latest_version_id "
+    "WHERE d.dag_id > :after ORDER BY d.dag_id LIMIT :limit"
+)
+
+GET_VERSION_SPECS = _sql("SELECT id, spec FROM dag_versions WHERE id = ANY(:ids)")
+
+# --- runs ------------------------------------------------------------------------------------------
+
+#: Creates a run pinned to the DAG's latest version. Zero rows: a run with that run_id or
+#: request_id exists (see FIND_RUN_BY_REQUEST), or the DAG does not exist.
+INSERT_RUN = _sql(
+    "INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date, conf, request_id) "
+    "SELECT d.dag_id, :run_id, d.latest_version_id, :run_type, 'queued', :logical_date, "
+    "CAST(:conf AS jsonb), :request_id FROM dags d WHERE d.dag_id = :dag_id "
+    "ON CONFLICT DO NOTHING RETURNING id"
+)
+
+FIND_RUN_BY_REQUEST = _sql("SELECT run_id FROM dag_runs WHERE dag_id = :dag_id AND request_id = :request_id")
+
+_RUN_COLUMNS = (
+    "r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at, "
+    "r.started_at, r.ended_at, v.version_hash"
+)
+
+GET_RUN = _sql(
+    f"SELECT {_RUN_COLUMNS} FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
+)
+
+LIST_RUNS = _sql(
+    f"SELECT {_RUN_COLUMNS} FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "WHERE (CAST(:dag_id AS text) IS NULL OR r.dag_id = :dag_id) AND r.id < :before "
+    "ORDER BY r.id DESC LIMIT :limit"
+)
+
+LIST_TASK_INSTANCES = _sql(
+    "SELECT task_id, state, try_number, max_tries, attempt_id, worker_id, queued_at, started_at, "
+    "ended_at, exit_code, error, priority_weight, pool, queue "
+    "FROM task_instances WHERE run_pk = :run_pk ORDER BY id"
+)
+
+# --- scheduling (leader only, fenced) --------------------------------------------------------------
+
+UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
+
+LOCK_RUNS_FOR_PLANNING = _sql(
+    "SELECT id, dag_version_id, state FROM dag_runs "
+    "WHERE id = ANY(:run_pks) AND state IN ('queued', 'running') ORDER BY id FOR UPDATE"
+)
+
+LOAD_TASK_STATES = _sql(
+    "SELECT id, run_pk, task_id, state, COALESCE(next_retry_at <= now(), false) AS retry_due "
+    "FROM task_instances WHERE run_pk = ANY(:run_pks)"
+)
+
+#: Materialises task instances of runs, each already in its planned first state. Instances
+#: created 'queued' get their first attempt (try 1, a fresh attempt id) in the same statement.
+INSERT_TASK_INSTANCES = _sql(
+    "INSERT INTO task_instances (run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, "
+    "queue, try_number, attempt_id, queued_at, ended_at, fence_token) "
+    "SELECT r.run_pk, r.task_id, r.state, r.max_tries, r.priority_weight, r.pool, r.pool_slots, r.queue, "
+    "CASE WHEN r.state = 'queued' THEN 1 ELSE 0 END, "
+    "CASE WHEN r.state = 'queued' THEN gen_random_uuid() END, "
+    "CASE WHEN r.state = 'queued' THEN now() END, "
+    "CASE WHEN r.state IN ('skipped', 'upstream_failed') THEN now() END, :token "
+    "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:states AS text[]), "
+    "CAST(:max_tries AS int[]), CAST(:weights AS int[]), CAST(:pools AS text[]), CAST(:slots AS int[]), "
+    "CAST(:queues AS text[])) "
+    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue) "
+    "RETURNING id, queue, state"
+)
+
+#: Starts a new attempt: next try number, a fresh attempt id.
+QUEUE_TASK_INSTANCES = _sql(
+    "UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
+    "attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
+    "heartbeat_at = NULL, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, error = NULL, "
+    "fence_token = :token "
+    "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id, queue"
+)
+
+#: Moves task instances that will not run to a finished state (skipped, upstream_failed).
+FINISH_UNRUN_TASK_INSTANCES = _sql(
+    "UPDATE task_instances SET state = :target, ended_at = now(), fence_token = :token "
+    "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id"
+)
+
+START_RUNS = _sql(
+    "UPDATE dag_runs SET state = 'running', started_at = COALESCE(started_at, now()), fence_token = :token "
+    "WHERE id = ANY(:run_pks) AND state = 'queued'"
+)
+
+FINISH_RUN = _sql(
+    "UPDATE dag_runs SET state = :target, ended_at = now(), fence_token = :token "
+    "WHERE id = :run_pk AND state = ANY(:allowed_from) RETURNING id"
+)
+
+NOTIFY = _sql("SELECT pg_notify(:channel, :payload)")
+
+# --- dispatch (registry) ---------------------------------------------------------------------------
+
+#: Claims up to :limit queued task instances of the given queues for one worker, highest priority
+#: first, oldest first among equals. SKIP LOCKED lets several registries claim side by side without
+#: ever handing out one attempt twice. Records the attempt in task_attempts.
+CLAIM_TASK_INSTANCES = _sql(
+    "WITH claimable AS ("
+    "  SELECT id FROM task_instances WHERE state = 'queued' AND queue = ANY(:queues) "
+    "  ORDER BY priority_weight DESC, queued_at, id LIMIT :limit FOR UPDATE SKIP LOCKED"
+    "), claimed AS ("
+    "  UPDATE task_instances ti SET state = 'running', worker_id = :worker_id, started_at = now(), "
+    "  heartbeat_at = now() FROM claimable WHERE ti.id = claimable.id "
+    "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.try_number, ti.attempt_id"
+    "), recorded AS ("
+    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, started_at) "
+    "  SELECT attempt_id, id, try_number, :worker_id, 'running', now() FROM claimed"
+    ") "
+    "SELECT c.id, c.task_id, c.try_number, c.attempt_id, r.dag_id, r.run_id, r.logical_date, "
+    "r.dag_version_id FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+)
+
+#: Applies a batch of attempt results. Each row changes only while its attempt is current and
+#: running; the attempt's history row changes with it. Returns the rows applied.
+APPLY_RESULTS = _sql(
+    "WITH r AS ("
+    "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
+    "  CAST(:targets AS text[]), CAST(:exit_codes AS int[]), CAST(:errors AS text[]), "
+    "  CAST(:ended AS timestamptz[])) AS r(ti_id, attempt_id, target, exit_code, error, ended_at)"
+    "), applied AS ("
+    "  UPDATE task_instances ti SET state = r.target, ended_at = r.ended_at, exit_code = r.exit_code, "
+    "  error = NULLIF(r.error, ''), heartbeat_at = NULL "
+    "  FROM r WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.state = 'running' "
+    "  RETURNING ti.id, ti.run_pk, ti.attempt_id"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = r.target, ended_at = r.ended_at, exit_code = r.exit_code, "
+    "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
+    "  WHERE a.attempt_id = r.attempt_id"
+    ") "
+    "SELECT id, run_pk, attempt_id FROM applied"
+)
+
+CURRENT_ATTEMPTS = _sql("SELECT id, attempt_id, state FROM task_instances WHERE id = ANY(:ids)")
+
+UPSERT_WORKER = _sql(
+    "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, "
+    "registered_at, last_seen_at) VALUES (:worker_id, :hostname, :queues, :capacity, :code_version, "
+    "'active', :registry, now(), now()) ON CONFLICT (worker_id) DO UPDATE SET hostname = EXCLUDED.hostname, "
+    "queues = EXCLUDED.queues, capacity = EXCLUDED.capacity, code_version = EXCLUDED.code_version, "
+    "state = 'active', registry = EXCLUDED.registry, last_seen_at = now()"
+)
+
+MARK_WORKER_GONE = _sql(
+    "UPDATE workers SET state = 'gone', last_seen_at = now() WHERE worker_id = :worker_id "
+    "AND registry = :registry"
+)
+
+# --- pools -----------------------------------------------------------------------------------------
+
+LIST_POOL_NAMES = _sql("SELECT name FROM pools ORDER BY name")

@@ -1,0 +1,1 @@
+"""schedctl, the command-line client of schedd. It talks only to the api over gRPC."""

@@ -1,0 +1,26 @@
+"""A synchronous gRPC client of the api, with the errors schedctl reports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import grpc
+from schedd.v1 import api_pb2_grpc
+
+T = TypeVar("T")
+
+
+class ApiClient:
+    def __init__(self, address: str, *, timeout: float = 10.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(address)
+        self.dags = api_pb2_grpc.DagServiceStub(self._channel)
+        self.runs = api_pb2_grpc.RunServiceStub(self._channel)
+
+    def call(self, method: Callable[..., T], request: object) -> T:
+        return method(request, timeout=self.timeout)
+
+    def close(self) -> None:
+        self._channel.close()

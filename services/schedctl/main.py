@@ -1,0 +1,205 @@
+"""The ``schedctl`` command line.
+
+Exit codes: 0 success; 1 a waited-for run failed; 2 the request was rejected (bad input, not
+found, ...); 3 the api could not be reached.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import grpc
+import typer
+from schedd.v1 import api_pb2
+from schedd.v1 import resources_pb2 as pb
+from schedd_rpc import convert
+
+from schedctl import output
+from schedctl.client import ApiClient
+from schedctl.specfile import SpecFileError, load_spec
+
+EXIT_RUN_FAILED = 1
+EXIT_REJECTED = 2
+EXIT_UNAVAILABLE = 3
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+
+
+class State:
+    client: ApiClient
+    format: Format
+
+
+app = typer.Typer(help="Control a schedd cluster through its api.", no_args_is_help=True)
+dags_app = typer.Typer(help="Register and inspect DAGs.", no_args_is_help=True)
+runs_app = typer.Typer(help="Trigger and inspect DAG runs.", no_args_is_help=True)
+app.add_typer(dags_app, name="dags")
+app.add_typer(runs_app, name="runs")
+state = State()
+
+
+@app.callback()
+def _global(
+    api: Annotated[str, typer.Option(envvar="SCHEDD_API", help="api address host:port")] = "127.0.0.1:50051",
+    output_format: Annotated[Format, typer.Option("--output", "-o", help="table or json")] = Format.table,
+    timeout: Annotated[float, typer.Option(help="seconds per request")] = 10.0,
+) -> None:
+    state.client = ApiClient(api, timeout=timeout)
+    state.format = output_format
+
+
+def fail(code: int, message: str) -> NoReturn:
+    output.err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def call(method: object, request: object) -> object:
+    try:
+        return state.client.call(method, request)  # type: ignore[arg-type]
+    except grpc.RpcError as exc:
+        code = exc.code()
+        details = exc.details()
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            fail(EXIT_UNAVAILABLE, f"cannot reach the api at {state.client.address}: {details}")
+        fail(EXIT_REJECTED, f"{code.name}: {details}")
+
+
+def show(message: object, table: object) -> None:
+    if state.format is Format.json:
+        print(output.as_json(message))  # type: ignore[arg-type]
+    else:
+        output.console.print(table)
+
+
+@dags_app.command("register")
+def dags_register(path: Annotated[Path, typer.Argument(help="DAG spec file (YAML or JSON)")]) -> None:
+    """Register a DAG from a spec file. An unchanged spec makes no new version."""
+    try:
+        spec = load_spec(path)
+    except SpecFileError as exc:
+        fail(EXIT_REJECTED, str(exc))
+    resp = call(
+        state.client.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, request_id=str(uuid.uuid4()))
+    )
+    assert isinstance(resp, api_pb2.RegisterDagResponse)
+    if state.format is Format.json:
+        print(output.as_json(resp))
+    else:
+        verb = "registered new version" if resp.created_version else "unchanged, version"
+        output.console.print(f"dag [bold]{resp.dag.dag_id}[/bold]: {verb} {resp.version.version_hash}")
+
+
+@dags_app.command("list")
+def dags_list() -> None:
+    """List registered DAGs."""
+    dags: list[pb.Dag] = []
+    token = ""
+    while True:
+        resp = call(state.client.dags.ListDags, api_pb2.ListDagsRequest(page_size=500, page_token=token))
+        assert isinstance(resp, api_pb2.ListDagsResponse)
+        dags.extend(resp.dags)
+        token = resp.next_page_token
+        if not token:
+            break
+    show(dags, output.dags_table(dags))
+
+
+def _run_name(ref: str) -> str:
+    """Accept ``dags/D/runs/R`` or the short ``D/R``."""
+    if ref.startswith("dags/"):
+        return ref
+    dag_id, sep, run_id = ref.partition("/")
+    if not sep:
+        fail(EXIT_REJECTED, f"RUN {ref!r} must be 'DAG/RUN_ID' or 'dags/DAG/runs/RUN_ID'")
+    return f"dags/{dag_id}/runs/{run_id}"
+
+
+@runs_app.command("trigger")
+def runs_trigger(
+    dag_id: Annotated[str, typer.Argument(help="the DAG to run")],
+    conf: Annotated[str, typer.Option(help="run configuration, a JSON object")] = "{}",
+    run_id: Annotated[str, typer.Option(help="default: manual__<time>")] = "",
+    wait: Annotated[
+        bool, typer.Option("--wait", help="wait for the run to finish; exit 1 if it fails")
+    ] = False,
+    wait_timeout: Annotated[float, typer.Option(help="seconds --wait waits at most")] = 3600.0,
+) -> None:
+    """Trigger a manual run of a DAG."""
+    try:
+        conf_value = json.loads(conf)
+    except json.JSONDecodeError as exc:
+        fail(EXIT_REJECTED, f"--conf is not valid JSON: {exc}")
+    if not isinstance(conf_value, dict):
+        fail(EXIT_REJECTED, "--conf must be a JSON object")
+    run = call(
+        state.client.runs.CreateRun,
+        api_pb2.CreateRunRequest(
+            parent=f"dags/{dag_id}",
+            run_id=run_id,
+            conf=convert.struct(conf_value),
+            request_id=str(uuid.uuid4()),
+        ),
+    )
+    assert isinstance(run, pb.DagRun)
+    if not wait:
+        show(run, f"triggered {run.name}")
+        return
+    if state.format is Format.table:
+        output.console.print(f"triggered {run.name}; waiting")
+    final = _wait_for(run.name, wait_timeout)
+    show(final, output.run_table(final))
+    if final.state != pb.RUN_STATE_SUCCESS:
+        raise typer.Exit(EXIT_RUN_FAILED)
+
+
+def _wait_for(name: str, timeout: float) -> pb.DagRun:
+    deadline = time.monotonic() + timeout
+    interval = 0.05
+    while True:
+        run = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=name))
+        assert isinstance(run, pb.DagRun)
+        if run.state in (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED):
+            return run
+        if time.monotonic() > deadline:
+            fail(EXIT_UNAVAILABLE, f"{name} did not finish within {timeout:g}s")
+        time.sleep(interval)
+        interval = min(interval * 1.5, 1.0)
+
+
+@runs_app.command("get")
+def runs_get(run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")]) -> None:
+    """Show a run and the states of its tasks."""
+    resp = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=_run_name(run)))
+    assert isinstance(resp, pb.DagRun)
+    show(resp, output.run_table(resp))
+
+
+@runs_app.command("list")
+def runs_list(
+    dag_id: Annotated[str, typer.Argument(help="DAG id; omit for all DAGs")] = "-",
+    limit: Annotated[int, typer.Option(help="newest runs to show")] = 20,
+) -> None:
+    """List the newest runs."""
+    resp = call(state.client.runs.ListRuns, api_pb2.ListRunsRequest(parent=f"dags/{dag_id}", page_size=limit))
+    assert isinstance(resp, api_pb2.ListRunsResponse)
+    show(list(resp.runs), output.runs_table(list(resp.runs)))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

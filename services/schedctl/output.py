@@ -1,0 +1,96 @@
+"""Printing results as Rich tables (the default) or JSON (``-o json``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from rich.console import Console
+from rich.table import Table
+from schedd.v1 import resources_pb2 as pb
+
+console = Console()
+err_console = Console(stderr=True)
+
+_STATE_STYLE = {
+    "success": "green",
+    "failed": "red",
+    "upstream_failed": "red",
+    "running": "cyan",
+    "queued": "yellow",
+    "skipped": "magenta",
+    "up_for_retry": "yellow",
+}
+
+
+def as_json(message: Message | list[Message]) -> str:
+    if isinstance(message, list):
+        return json.dumps([_dict(m) for m in message], indent=2)
+    return json.dumps(_dict(message), indent=2)
+
+
+def _dict(message: Message) -> dict[str, Any]:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def state_name(enum_type: Any, value: int, prefix: str) -> str:
+    return str(enum_type.Name(value)).removeprefix(prefix).lower()
+
+
+def styled(state: str) -> str:
+    style = _STATE_STYLE.get(state)
+    return f"[{style}]{state}[/{style}]" if style else state
+
+
+def dags_table(dags: list[pb.Dag]) -> Table:
+    table = Table("DAG", "PAUSED", "TASKS", "SCHEDULE", "VERSION")
+    for d in dags:
+        table.add_row(
+            d.dag_id,
+            "yes" if d.paused else "no",
+            str(len(d.spec.tasks)),
+            d.spec.schedule or "-",
+            d.latest_version,
+        )
+    return table
+
+
+def run_table(run: pb.DagRun) -> Table:
+    state = state_name(pb.RunState, run.state, "RUN_STATE_")
+    table = Table(
+        "TASK",
+        "STATE",
+        "TRY",
+        "WORKER",
+        "STARTED",
+        "ENDED",
+        title=f"{run.name}  {styled(state)}  (version {run.dag_version})",
+    )
+    for t in run.task_instances:
+        table.add_row(
+            t.task_id,
+            styled(state_name(pb.TaskState, t.state, "TASK_STATE_")),
+            str(t.try_number),
+            t.worker_id or "-",
+            _time(t.start_time) if t.HasField("start_time") else "-",
+            _time(t.end_time) if t.HasField("end_time") else "-",
+        )
+    return table
+
+
+def runs_table(runs: list[pb.DagRun]) -> Table:
+    table = Table("RUN", "STATE", "TYPE", "LOGICAL DATE")
+    for r in runs:
+        table.add_row(
+            r.name,
+            styled(state_name(pb.RunState, r.state, "RUN_STATE_")),
+            state_name(pb.RunType, r.run_type, "RUN_TYPE_"),
+            _time(r.logical_date),
+        )
+    return table
+
+
+def _time(ts: Any) -> str:
+    return str(ts.ToDatetime().isoformat(timespec="milliseconds"))

@@ -1,0 +1,1 @@
+"""The api service: the public gRPC surface. Stateless; writes user intent, never schedules."""

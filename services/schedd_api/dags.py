@@ -1,0 +1,15 @@
+"""Registering DAGs: validation against the current pools, then a version in the store."""
+
+from __future__ import annotations
+
+from schedd.v1 import resources_pb2 as pb
+from schedd_core.spec import validate_spec
+from schedd_store import dags, pools
+from schedd_store.records import DagRecord
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+async def register(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[DagRecord, bool]:
+    """Validate ``spec`` (raising InvalidArgument naming the field) and store it as the latest version."""
+    validate_spec(spec, known_pools=await pools.pool_names(engine))
+    return await dags.register_dag(engine, spec)

@@ -1,0 +1,40 @@
+"""Triggering runs: the api records the intent; the scheduler materialises and schedules it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from schedd_core.clock import Clock
+from schedd_core.spec import check_id
+from schedd_core.states import RunType
+from schedd_store import runs
+from schedd_store.records import RunRecord
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+async def trigger(
+    engine: AsyncEngine,
+    clock: Clock,
+    *,
+    dag_id: str,
+    run_id: str,
+    logical_date: datetime | None,
+    conf: dict[str, Any],
+    request_id: str,
+) -> RunRecord:
+    """Create a manual run. ``run_id`` defaults to ``manual__<logical date, ISO 8601>``."""
+    when = logical_date or clock.now()
+    if run_id:
+        check_id("run_id", run_id)
+    else:
+        run_id = "manual__" + when.strftime("%Y-%m-%dT%H.%M.%S.%fZ")
+    return await runs.create_run(
+        engine,
+        dag_id=dag_id,
+        run_id=run_id,
+        run_type=RunType.MANUAL,
+        logical_date=when,
+        conf=conf,
+        request_id=request_id or None,
+    )

@@ -1,0 +1,97 @@
+"""gRPC servicers of the api: message translation only; the logic lives in ``dags`` and ``runs``."""
+
+from __future__ import annotations
+
+import grpc
+from schedd.v1 import api_pb2, api_pb2_grpc
+from schedd.v1 import resources_pb2 as pb
+from schedd_core.clock import Clock
+from schedd_core.errors import InvalidArgument
+from schedd_rpc import convert, names
+from schedd_rpc.errors import translate_errors
+from schedd_store import dags as dag_store
+from schedd_store import runs as run_store
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_api import dags, runs, translate
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+
+
+def page_size(value: int) -> int:
+    if value < 0:
+        raise InvalidArgument("page_size", "must not be negative")
+    return min(value or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+class DagServicer(api_pb2_grpc.DagServiceServicer):
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @translate_errors
+    async def RegisterDag(
+        self, request: api_pb2.RegisterDagRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.RegisterDagResponse:
+        record, created = await dags.register(self._engine, request.spec)
+        return api_pb2.RegisterDagResponse(
+            dag=translate.dag(record), version=translate.dag_version(record), created_version=created
+        )
+
+    @translate_errors
+    async def GetDag(self, request: api_pb2.GetDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
+        return translate.dag(await dag_store.get_dag(self._engine, names.parse_dag_name(request.name)))
+
+    @translate_errors
+    async def ListDags(
+        self, request: api_pb2.ListDagsRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ListDagsResponse:
+        limit = page_size(request.page_size)
+        records = await dag_store.list_dags(self._engine, after=request.page_token, limit=limit + 1)
+        token = records[limit - 1].dag_id if len(records) > limit else ""
+        return api_pb2.ListDagsResponse(
+            dags=[translate.dag(r) for r in records[:limit]], next_page_token=token
+        )
+
+
+class RunServicer(api_pb2_grpc.RunServiceServicer):
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    @translate_errors
+    async def CreateRun(
+        self, request: api_pb2.CreateRunRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DagRun:
+        dag_id = names.parse_dag_name(request.parent, "parent")
+        record = await runs.trigger(
+            self._engine,
+            self._clock,
+            dag_id=dag_id,
+            run_id=request.run_id,
+            logical_date=convert.from_ts(request.logical_date) if request.HasField("logical_date") else None,
+            conf=convert.from_struct(request.conf),
+            request_id=request.request_id,
+        )
+        return translate.run(record)
+
+    @translate_errors
+    async def GetRun(self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.DagRun:
+        dag_id, run_id = names.parse_run_name(request.name)
+        return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
+
+    @translate_errors
+    async def ListRuns(
+        self, request: api_pb2.ListRunsRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ListRunsResponse:
+        dag_id = None if request.parent == "dags/-" else names.parse_dag_name(request.parent, "parent")
+        limit = page_size(request.page_size)
+        try:
+            before = int(request.page_token) if request.page_token else 2**62
+        except ValueError:
+            raise InvalidArgument("page_token", "is not a token this server issued") from None
+        records = await run_store.list_runs(self._engine, dag_id=dag_id, before=before, limit=limit + 1)
+        token = str(records[limit - 1].pk) if len(records) > limit else ""
+        return api_pb2.ListRunsResponse(
+            runs=[translate.run(r) for r in records[:limit]], next_page_token=token
+        )

@@ -1,0 +1,65 @@
+"""Store records to protobuf messages."""
+
+from __future__ import annotations
+
+from schedd.v1 import resources_pb2 as pb
+from schedd_rpc import convert, names
+from schedd_store.records import DagRecord, RunRecord, TaskInstanceRecord
+
+
+def dag(record: DagRecord) -> pb.Dag:
+    return pb.Dag(
+        name=names.dag_name(record.dag_id),
+        dag_id=record.dag_id,
+        paused=record.paused,
+        latest_version=record.version_hash,
+        create_time=convert.ts(record.created_at),
+        update_time=convert.ts(record.updated_at),
+        spec=record.spec,
+    )
+
+
+def dag_version(record: DagRecord) -> pb.DagVersion:
+    return pb.DagVersion(
+        name=f"{names.dag_name(record.dag_id)}/versions/{record.version_hash}",
+        version_hash=record.version_hash,
+        create_time=convert.ts(record.version_created_at),
+        spec=record.spec,
+    )
+
+
+def run(record: RunRecord) -> pb.DagRun:
+    return pb.DagRun(
+        name=names.run_name(record.dag_id, record.run_id),
+        dag_id=record.dag_id,
+        run_id=record.run_id,
+        state=pb.RunState.Value("RUN_STATE_" + record.state.upper()),
+        run_type=pb.RunType.Value("RUN_TYPE_" + record.run_type.upper()),
+        logical_date=convert.ts(record.logical_date),
+        create_time=convert.ts(record.created_at),
+        start_time=convert.ts(record.started_at),
+        end_time=convert.ts(record.ended_at),
+        dag_version=record.version_hash,
+        conf=convert.struct(record.conf),
+        task_instances=[task_instance(record, t) for t in record.task_instances],
+    )
+
+
+def task_instance(run_record: RunRecord, t: TaskInstanceRecord) -> pb.TaskInstance:
+    return pb.TaskInstance(
+        name=names.task_name(run_record.dag_id, run_record.run_id, t.task_id),
+        task_id=t.task_id,
+        state=pb.TaskState.Value("TASK_STATE_" + t.state.upper()),
+        try_number=t.try_number,
+        max_tries=t.max_tries,
+        attempt_id=t.attempt_id or "",
+        worker_id=t.worker_id or "",
+        queued_time=convert.ts(t.queued_at),
+        start_time=convert.ts(t.started_at),
+        end_time=convert.ts(t.ended_at),
+        exit_code=t.exit_code or 0,
+        error=t.error or "",
+        priority_weight=t.priority_weight,
+        pool=t.pool,
+        queue=t.queue,
+    )

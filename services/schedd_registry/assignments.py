@@ -1,0 +1,59 @@
+"""Turning claimed attempts into the assignment messages a worker runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schedd.v1 import worker_pb2
+from schedd_rpc import convert
+from schedd_store.dispatch import ClaimedAttempt
+from schedd_store.versions import VersionCache
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+class AssignmentBuilder:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._versions = VersionCache()
+
+    async def build(self, claimed: Sequence[ClaimedAttempt]) -> list[worker_pb2.RegistryMessage]:
+        async with self._engine.connect() as conn:
+            await self._versions.load(conn, {c.dag_version_id for c in claimed})
+        return [self._one(c) for c in claimed]
+
+    def _one(self, c: ClaimedAttempt) -> worker_pb2.RegistryMessage:
+        task = self._versions.task(c.dag_version_id, c.task_id)
+        env = dict(task.env)
+        env.update(
+            {
+                "SCHEDD_DAG_ID": c.dag_id,
+                "SCHEDD_RUN_ID": c.run_id,
+                "SCHEDD_TASK_ID": c.task_id,
+                "SCHEDD_TRY_NUMBER": str(c.try_number),
+                "SCHEDD_LOGICAL_DATE": c.logical_date.isoformat(),
+                "SCHEDD_IDEMPOTENCY_KEY": idempotency_key(c),
+            }
+        )
+        assignment = worker_pb2.Assignment(
+            attempt=worker_pb2.AttemptRef(
+                task_instance_id=c.ti_id, try_number=c.try_number, attempt_id=c.attempt_id
+            ),
+            dag_id=c.dag_id,
+            run_id=c.run_id,
+            task_id=c.task_id,
+            logical_date=convert.ts(c.logical_date),
+            env=env,
+            idempotency_key=idempotency_key(c),
+        )
+        if task.HasField("shell"):
+            assignment.shell.CopyFrom(task.shell)
+        elif task.HasField("python"):
+            assignment.python.CopyFrom(task.python)
+        if task.HasField("execution_timeout"):
+            assignment.execution_timeout.CopyFrom(task.execution_timeout)
+        return worker_pb2.RegistryMessage(assignment=assignment)
+
+
+def idempotency_key(c: ClaimedAttempt) -> str:
+    """Stable for one attempt of one task instance: ``{dag}/{run}/{task}/{try}``."""
+    return f"{c.dag_id}/{c.run_id}/{c.task_id}/{c.try_number}"

@@ -1,0 +1,85 @@
+"""Handing queued task instances to connected workers.
+
+The dispatcher wakes when tasks are queued (NOTIFY from the scheduler) or a
+worker grants credits, and claims for each worker with credits at most that
+many task instances of its queues (``FOR UPDATE SKIP LOCKED``, priority order).
+It never sends a worker more assignments than it has credits for. A claim
+that fills a worker's credits may have left work behind, so the dispatcher
+goes round again without waiting.
+
+Lost notifications are harmless: the next credit or notification finds the
+work, and each (re)connect of the listener triggers a round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from schedd_store import dispatch
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_registry.assignments import AssignmentBuilder
+from schedd_registry.sessions import WorkerSession
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(self, engine: AsyncEngine, builder: AssignmentBuilder, *, claim_batch: int) -> None:
+        self._engine = engine
+        self._builder = builder
+        self._claim_batch = claim_batch
+        self._sessions: dict[str, WorkerSession] = {}
+        self._wake = asyncio.Event()
+        self.claimed_total = 0
+
+    def attach(self, session: WorkerSession) -> None:
+        self._sessions[session.worker_id] = session
+
+    def detach(self, session: WorkerSession) -> None:
+        if self._sessions.get(session.worker_id) is session:
+            del self._sessions[session.worker_id]
+
+    def grant(self, session: WorkerSession, slots: int) -> None:
+        session.credits = min(session.capacity, session.credits + slots)
+        self._wake.set()
+
+    def wake(self, _payload: str = "") -> None:
+        self._wake.set()
+
+    async def wake_async(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                more = await self._round()
+            except Exception:
+                log.exception("dispatch round failed")
+                more = False
+            if more:
+                self._wake.set()
+
+    async def _round(self) -> bool:
+        """Claim for every worker with credits. Returns whether work may remain."""
+        more = False
+        for session in list(self._sessions.values()):
+            if session.closed or session.credits <= 0:
+                continue
+            limit = min(session.credits, self._claim_batch)
+            claimed = await dispatch.claim(
+                self._engine, worker_id=session.worker_id, queues=session.queues, limit=limit
+            )
+            if not claimed:
+                continue
+            self.claimed_total += len(claimed)
+            session.credits -= len(claimed)
+            messages = await self._builder.build(claimed)
+            for message in messages:
+                session.send(message)
+            if len(claimed) == limit:
+                more = True
+        return more

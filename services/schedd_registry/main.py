@@ -1,0 +1,80 @@
+"""Entry point of the registry service: ``schedd-registry``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+
+import typer
+from schedd.v1 import worker_pb2, worker_pb2_grpc
+from schedd_rpc.server import make_server, set_serving, stop_signals
+from schedd_store import channels
+from schedd_store.engine import make_engine
+from schedd_store.notify import Listener
+
+from schedd_registry.assignments import AssignmentBuilder
+from schedd_registry.config import RegistryConfig
+from schedd_registry.dispatcher import Dispatcher
+from schedd_registry.results import ResultBatcher
+from schedd_registry.servicer import WorkerRegistryServicer
+
+log = logging.getLogger("schedd.registry")
+
+SERVICES = [worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"].full_name]
+
+
+async def serve(config: RegistryConfig) -> None:
+    engine = make_engine(
+        config.database_url, pool_size=config.db_pool_size, application_name="schedd-registry"
+    )
+    dispatcher = Dispatcher(engine, AssignmentBuilder(engine), claim_batch=config.claim_batch)
+    results = ResultBatcher(engine)
+    listener = Listener(
+        config.database_url, {channels.QUEUED: dispatcher.wake}, on_connect=dispatcher.wake_async
+    )
+    servicer = WorkerRegistryServicer(engine, dispatcher, results, config)
+
+    def register(server: object) -> None:
+        worker_pb2_grpc.add_WorkerRegistryServicer_to_server(servicer, server)
+
+    server, health = make_server(config.listen, SERVICES, register)
+    stop = stop_signals()
+    await listener.start()
+    background = [
+        asyncio.create_task(dispatcher.run(), name="dispatcher"),
+        asyncio.create_task(results.run(), name="results"),
+    ]
+    await server.start()
+    await set_serving(health, SERVICES, True)
+    log.info("registry %s listening on %s", config.identity, config.listen)
+    await stop.wait()
+    await set_serving(health, SERVICES, False)
+    await server.stop(grace=5)
+    for task in background:
+        task.cancel()
+    await listener.stop()
+    await engine.dispose()
+
+
+def cli(
+    database_url: str = typer.Option(..., envvar="SCHEDD_DATABASE_URL"),
+    listen: str = typer.Option("127.0.0.1:50052", envvar="SCHEDD_REGISTRY_LISTEN"),
+    identity: str = typer.Option("", envvar="SCHEDD_REGISTRY_ID", help="default: hostname-pid"),
+    log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
+) -> None:
+    """Serve the worker registry."""
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = RegistryConfig(
+        database_url=database_url, listen=listen, identity=identity or f"{socket.gethostname()}-{os.getpid()}"
+    )
+    asyncio.run(serve(config))
+
+
+def main() -> None:
+    typer.run(cli)
+
+
+if __name__ == "__main__":
+    main()

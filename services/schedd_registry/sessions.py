@@ -1,0 +1,22 @@
+"""A connected worker as the registry sees it: its queues, its unspent credits, its outbound messages."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from schedd.v1 import worker_pb2
+
+
+@dataclass(eq=False)
+class WorkerSession:
+    worker_id: str
+    queues: tuple[str, ...]
+    capacity: int
+    credits: int = 0
+    outbox: asyncio.Queue[worker_pb2.RegistryMessage] = field(default_factory=asyncio.Queue)
+    closed: bool = False
+
+    def send(self, message: worker_pb2.RegistryMessage) -> None:
+        if not self.closed:
+            self.outbox.put_nowait(message)

@@ -1,0 +1,1 @@
+"""The scheduler service: every replica campaigns in etcd; the leader turns runs into queued tasks."""

@@ -1,0 +1,138 @@
+"""One scheduler replica's life: campaign, raise the fence, lead until the term ends, repeat.
+
+A term ends when the lease can no longer be trusted (fail-stop: the leader work
+is cancelled at once), when a write is fenced out (a newer term exists), or on
+SIGTERM (the current pass finishes, then the leader resigns so a standby takes
+over at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+
+from schedd_coord.client import EtcdClient
+from schedd_coord.election import Election
+from schedd_coord.errors import CoordinationError
+from schedd_coord.lease import KeptLease
+from schedd_core.errors import FencedOut
+from schedd_store.fence import Fence, raise_fence
+from schedd_store.versions import VersionCache
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_scheduler.config import SchedulerConfig
+from schedd_scheduler.loop import SchedulingLoop
+from schedd_scheduler.pending import PendingRuns
+
+log = logging.getLogger(__name__)
+
+
+class Replica:
+    def __init__(
+        self, config: SchedulerConfig, engine: AsyncEngine, etcd: EtcdClient, pending: PendingRuns
+    ) -> None:
+        self._config = config
+        self._engine = engine
+        self._etcd = etcd
+        self._pending = pending
+        self._versions = VersionCache()
+        self._election = Election(etcd, identity=config.identity)
+        self.token = 0
+        self.is_leader = False
+        self.terms = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Campaign and lead, term after term, until ``stop`` is set."""
+        delay = 0.1
+        while not stop.is_set():
+            try:
+                await self._one_term(stop)
+                delay = 0.1
+            except CoordinationError as exc:
+                log.warning("etcd trouble: %s; campaigning again in %.1fs", exc, delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _one_term(self, stop: asyncio.Event) -> None:
+        lease = KeptLease(self._etcd, self._config.lease)
+        await lease.start()
+        try:
+            since = datetime.now(UTC).isoformat()
+            campaign = asyncio.create_task(self._election.campaign(lease.lease_id, since=since))
+            outcome = await _first(campaign, lease.lost, stop)
+            if outcome is not campaign:
+                campaign.cancel()
+                with contextlib.suppress(asyncio.CancelledError, CoordinationError):
+                    await campaign
+                return
+            token = campaign.result()
+            if not lease.valid:
+                return
+            try:
+                await raise_fence(self._engine, token, self._config.identity)
+            except FencedOut as exc:
+                log.warning("cannot raise the fence: %s", exc)
+                await self._election.resign(token)
+                return
+            await self._lead(token, lease, stop)
+        finally:
+            self.is_leader = False
+            await lease.stop(revoke=True)
+
+    async def _lead(self, token: int, lease: KeptLease, stop: asyncio.Event) -> None:
+        self.token, self.is_leader = token, True
+        self.terms += 1
+        log.info("leading with token %d", token)
+        loop = SchedulingLoop(
+            self._engine,
+            Fence(self._engine, token),
+            self._pending,
+            self._versions,
+            batch_size=self._config.batch_size,
+        )
+        work = asyncio.create_task(loop.run(), name="scheduling-loop")
+        outcome = await _first(work, lease.lost, stop)
+        if outcome is lease.lost:
+            log.warning("lease no longer trusted; stopping at once (fail-stop)")
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work
+            return
+        if outcome is stop:
+            loop.stop()
+            try:
+                await asyncio.wait_for(work, self._config.stop_grace)
+            except TimeoutError:
+                log.warning("the current pass did not finish in %.1fs", self._config.stop_grace)
+            with contextlib.suppress(CoordinationError):
+                await self._election.resign(token)
+            log.info("resigned term %d", token)
+            return
+        try:
+            work.result()
+        except FencedOut as exc:
+            log.warning("fenced out: %s; stepping down", exc)
+        with contextlib.suppress(CoordinationError):
+            await self._election.resign(token)
+
+
+async def _first(task: asyncio.Task[object], *events: asyncio.Event) -> object:
+    """Wait until ``task`` finishes or any of ``events`` is set; return whichever came first
+    (the task wins a tie). The task is left running when an event wins."""
+    waiters = {asyncio.ensure_future(e.wait()): e for e in events}
+    done, _ = await asyncio.wait({task, *waiters}, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
+    if task in done:
+        return task
+    return next(event for waiter, event in waiters.items() if waiter in done)
+
+
+async def warm_up(engine: AsyncEngine) -> None:
+    """Open the database pool before leading, so the first pass after winning is fast."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
