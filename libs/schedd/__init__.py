@@ -1,0 +1,1 @@
+"""Generated protocol code of schedd (``make protos``). Do not edit."""

@@ -16,11 +16,14 @@ check their lease's validity (fail-stop) and stamp their writes with the token
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from schedd_coord.client import EtcdClient, KeyValue
 
 LEADER_KEY = b"/schedd/scheduler/leader"
+MEMBERS_PREFIX = b"/schedd/scheduler/members/"
 
 
 @dataclass(frozen=True)
@@ -43,20 +46,38 @@ class LeaderInfo:
 
 class Election:
     def __init__(
-        self, client: EtcdClient, *, identity: str, address: str = "", key: bytes = LEADER_KEY
+        self,
+        client: EtcdClient,
+        *,
+        identity: str,
+        address: str = "",
+        key: bytes = LEADER_KEY,
+        members_prefix: bytes = MEMBERS_PREFIX,
     ) -> None:
         self._client = client
         self._key = key
+        self._members_prefix = members_prefix
         self.identity = identity
         self.address = address
+        #: Monotonic time this candidate last saw the leader key vanish; None if it never waited.
+        self.vacancy_seen_at: float | None = None
 
-    async def campaign(self, lease_id: int, *, since: str) -> int:
+    def _value(self, since: str) -> bytes:
+        return json.dumps({"identity": self.identity, "since": since, "address": self.address}).encode()
+
+    async def announce(self, lease_id: int, *, since: str) -> None:
+        """Record this candidate as a replica, for as long as ``lease_id`` lives."""
+        await self._client.put(
+            self._members_prefix + self.identity.encode(), self._value(since), lease=lease_id
+        )
+
+    async def campaign(self, lease_id: int) -> int:
         """Wait until this candidate leads; returns the term's fencing token.
 
         Cancel the call to stop campaigning.
         """
-        value = json.dumps({"identity": self.identity, "since": since, "address": self.address}).encode()
         while True:
+            value = self._value(datetime.now(UTC).isoformat())
             created, revision, current = await self._client.create_if_absent(self._key, value, lease=lease_id)
             if created:
                 return revision
@@ -67,6 +88,7 @@ class Election:
     async def _wait_deleted(self, start_revision: int) -> None:
         async for events in self._client.watch(self._key, start_revision=start_revision):
             if any(kind == "delete" for kind, _ in events):
+                self.vacancy_seen_at = time.monotonic()
                 return
 
     async def resign(self, token: int) -> bool:
@@ -76,3 +98,7 @@ class Election:
     async def leader(self) -> LeaderInfo | None:
         kv = await self._client.get(self._key)
         return LeaderInfo.from_kv(kv) if kv else None
+
+    async def members(self) -> list[LeaderInfo]:
+        """Every live replica, the leader included (``token`` is not meaningful here)."""
+        return [LeaderInfo.from_kv(kv) for kv in await self._client.get_prefix(self._members_prefix)]

@@ -21,10 +21,9 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from schedd_core.clock import Clock, SystemClock
-
 from schedd_coord.client import EtcdClient
 from schedd_coord.errors import CoordinationError
+from schedd_core.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,6 @@ import graphlib
 from dataclasses import dataclass
 
 from schedd.v1 import resources_pb2 as pb
-
 from schedd_core.spec import downstream_map, upstream_map
 from schedd_core.triggers import TriggerRule
 

@@ -16,7 +16,6 @@ import re
 from collections.abc import Iterable, Mapping
 
 from schedd.v1 import resources_pb2 as pb
-
 from schedd_core.errors import InvalidArgument
 
 #: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.

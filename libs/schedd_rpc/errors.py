@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+
 from schedd_core import errors as e
 
 log = logging.getLogger(__name__)

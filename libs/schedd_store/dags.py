@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import NotFound
 from schedd_core.spec import canonical, version_hash
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_store import statements as sql
 from schedd_store.records import DagRecord, parse_spec
 

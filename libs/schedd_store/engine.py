@@ -5,14 +5,24 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
-def make_engine(database_url: str, *, pool_size: int = 5, application_name: str = "schedd") -> AsyncEngine:
-    """An engine over asyncpg. ``database_url`` is ``postgresql+asyncpg://...``."""
+def make_engine(
+    database_url: str,
+    *,
+    pool_size: int = 5,
+    application_name: str = "schedd",
+    server_settings: dict[str, str] | None = None,
+) -> AsyncEngine:
+    """An engine over asyncpg. ``database_url`` is ``postgresql+asyncpg://...``.
+
+    ``server_settings`` are PostgreSQL settings for every connection of the engine, e.g.
+    ``idle_in_transaction_session_timeout``.
+    """
     return create_async_engine(
         database_url,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
-        connect_args={"server_settings": {"application_name": application_name}},
+        connect_args={"server_settings": {"application_name": application_name, **(server_settings or {})}},
     )
 
 

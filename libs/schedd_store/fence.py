@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from schedd_core.errors import FencedOut
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from schedd_core.errors import FencedOut
 from schedd_store import statements as sql
 
 

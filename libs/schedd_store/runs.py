@@ -6,9 +6,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from schedd_core.errors import AlreadyExists, NotFound
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.errors import AlreadyExists, NotFound
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.records import RunRecord, TaskInstanceRecord

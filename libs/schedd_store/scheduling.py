@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
 from schedd_core.planner import RunPlan, TaskSnapshot
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from schedd_store import channels
 from schedd_store import statements as sql
 

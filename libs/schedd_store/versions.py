@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from schedd.v1 import resources_pb2 as pb
-from schedd_core.graph import DagGraph
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from schedd.v1 import resources_pb2 as pb
+from schedd_core.graph import DagGraph
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
 

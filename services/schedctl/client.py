@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import grpc
+
 from schedd.v1 import api_pb2_grpc
 
 T = TypeVar("T")
@@ -18,6 +19,7 @@ class ApiClient:
         self._channel = grpc.insecure_channel(address)
         self.dags = api_pb2_grpc.DagServiceStub(self._channel)
         self.runs = api_pb2_grpc.RunServiceStub(self._channel)
+        self.cluster = api_pb2_grpc.ClusterServiceStub(self._channel)
 
     def call(self, method: Callable[..., T], request: object) -> T:
         return method(request, timeout=self.timeout)

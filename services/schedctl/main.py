@@ -16,13 +16,13 @@ from typing import Annotated, NoReturn
 
 import grpc
 import typer
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
-from schedd_rpc import convert
 
 from schedctl import output
 from schedctl.client import ApiClient
 from schedctl.specfile import SpecFileError, load_spec
+from schedd.v1 import api_pb2
+from schedd.v1 import resources_pb2 as pb
+from schedd_rpc import convert
 
 EXIT_RUN_FAILED = 1
 EXIT_REJECTED = 2
@@ -57,6 +57,16 @@ def _global(
     state.format = output_format
 
 
+OutputOption = Annotated[
+    Format | None, typer.Option("--output", "-o", help="table or json (may also precede the command)")
+]
+
+
+def use_format(value: Format | None) -> None:
+    if value is not None:
+        state.format = value
+
+
 def fail(code: int, message: str) -> NoReturn:
     output.err_console.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
@@ -81,8 +91,12 @@ def show(message: object, table: object) -> None:
 
 
 @dags_app.command("register")
-def dags_register(path: Annotated[Path, typer.Argument(help="DAG spec file (YAML or JSON)")]) -> None:
+def dags_register(
+    path: Annotated[Path, typer.Argument(help="DAG spec file (YAML or JSON)")],
+    output_format: OutputOption = None,
+) -> None:
     """Register a DAG from a spec file. An unchanged spec makes no new version."""
+    use_format(output_format)
     try:
         spec = load_spec(path)
     except SpecFileError as exc:
@@ -99,8 +113,9 @@ def dags_register(path: Annotated[Path, typer.Argument(help="DAG spec file (YAML
 
 
 @dags_app.command("list")
-def dags_list() -> None:
+def dags_list(output_format: OutputOption = None) -> None:
     """List registered DAGs."""
+    use_format(output_format)
     dags: list[pb.Dag] = []
     token = ""
     while True:
@@ -132,8 +147,10 @@ def runs_trigger(
         bool, typer.Option("--wait", help="wait for the run to finish; exit 1 if it fails")
     ] = False,
     wait_timeout: Annotated[float, typer.Option(help="seconds --wait waits at most")] = 3600.0,
+    output_format: OutputOption = None,
 ) -> None:
     """Trigger a manual run of a DAG."""
+    use_format(output_format)
     try:
         conf_value = json.loads(conf)
     except json.JSONDecodeError as exc:
@@ -176,8 +193,12 @@ def _wait_for(name: str, timeout: float) -> pb.DagRun:
 
 
 @runs_app.command("get")
-def runs_get(run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")]) -> None:
+def runs_get(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    output_format: OutputOption = None,
+) -> None:
     """Show a run and the states of its tasks."""
+    use_format(output_format)
     resp = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=_run_name(run)))
     assert isinstance(resp, pb.DagRun)
     show(resp, output.run_table(resp))
@@ -187,11 +208,22 @@ def runs_get(run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/run
 def runs_list(
     dag_id: Annotated[str, typer.Argument(help="DAG id; omit for all DAGs")] = "-",
     limit: Annotated[int, typer.Option(help="newest runs to show")] = 20,
+    output_format: OutputOption = None,
 ) -> None:
     """List the newest runs."""
+    use_format(output_format)
     resp = call(state.client.runs.ListRuns, api_pb2.ListRunsRequest(parent=f"dags/{dag_id}", page_size=limit))
     assert isinstance(resp, api_pb2.ListRunsResponse)
     show(list(resp.runs), output.runs_table(list(resp.runs)))
+
+
+@app.command("leader")
+def leader(output_format: OutputOption = None) -> None:
+    """Show which scheduler leads, since when, its fencing token, and the standbys."""
+    use_format(output_format)
+    resp = call(state.client.cluster.GetLeader, api_pb2.GetLeaderRequest())
+    assert isinstance(resp, api_pb2.Leader)
+    show(resp, output.leader_table(resp))
 
 
 def main() -> None:

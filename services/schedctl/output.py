@@ -9,6 +9,8 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.table import Table
+
+from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 
 console = Console()
@@ -94,3 +96,19 @@ def runs_table(runs: list[pb.DagRun]) -> Table:
 
 def _time(ts: Any) -> str:
     return str(ts.ToDatetime().isoformat(timespec="milliseconds"))
+
+
+def leader_table(status: api_pb2.Leader) -> Table:
+    title = (
+        f"leader [bold]{status.leader.identity}[/bold], token {status.token}, fence at {status.fence_token}"
+        if status.elected
+        else f"[yellow]no leader right now[/yellow] (fence at {status.fence_token})"
+    )
+    table = Table("REPLICA", "ROLE", "SINCE", "METRICS", title=title)
+    replicas = ([(status.leader, "leader")] if status.elected else []) + [
+        (s, "standby") for s in status.standbys
+    ]
+    for replica, role in replicas:
+        since = _time(replica.since) if replica.HasField("since") else "-"
+        table.add_row(replica.identity, role, since, replica.address or "-")
+    return table

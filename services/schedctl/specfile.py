@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 from google.protobuf import json_format
+
 from schedd.v1 import resources_pb2 as pb
 
 

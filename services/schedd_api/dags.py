@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.spec import validate_spec
 from schedd_store import dags, pools
 from schedd_store.records import DagRecord
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 async def register(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[DagRecord, bool]:

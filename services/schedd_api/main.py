@@ -6,29 +6,33 @@ import asyncio
 import logging
 
 import typer
+
 from schedd.v1 import api_pb2, api_pb2_grpc
+from schedd_api.config import ApiConfig
+from schedd_api.servicer import ClusterServicer, DagServicer, RunServicer
+from schedd_coord.client import EtcdClient
 from schedd_core.clock import SystemClock
 from schedd_rpc.server import make_server, set_serving, stop_signals
 from schedd_store.engine import make_engine
-
-from schedd_api.config import ApiConfig
-from schedd_api.servicer import DagServicer, RunServicer
 
 log = logging.getLogger("schedd.api")
 
 SERVICES = [
     api_pb2.DESCRIPTOR.services_by_name["DagService"].full_name,
     api_pb2.DESCRIPTOR.services_by_name["RunService"].full_name,
+    api_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
 ]
 
 
 async def serve(config: ApiConfig) -> None:
     engine = make_engine(config.database_url, pool_size=config.db_pool_size, application_name="schedd-api")
+    etcd = EtcdClient(config.etcd_endpoints) if config.etcd_endpoints else None
     clock = SystemClock()
 
     def register(server: object) -> None:
         api_pb2_grpc.add_DagServiceServicer_to_server(DagServicer(engine), server)
         api_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(engine, clock), server)
+        api_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(engine, etcd), server)
 
     server, health = make_server(config.listen, SERVICES, register)
     stop = stop_signals()
@@ -38,17 +42,20 @@ async def serve(config: ApiConfig) -> None:
     await stop.wait()
     await set_serving(health, SERVICES, False)
     await server.stop(grace=5)
+    if etcd is not None:
+        await etcd.close()
     await engine.dispose()
 
 
 def cli(
     database_url: str = typer.Option(..., envvar="SCHEDD_DATABASE_URL", help="postgresql+asyncpg://..."),
     listen: str = typer.Option("127.0.0.1:50051", envvar="SCHEDD_API_LISTEN"),
+    etcd_endpoints: str = typer.Option("", envvar="SCHEDD_ETCD_ENDPOINTS", help="for leader status"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the schedd public API."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(ApiConfig(database_url=database_url, listen=listen)))
+    asyncio.run(serve(ApiConfig(database_url=database_url, listen=listen, etcd_endpoints=etcd_endpoints)))
 
 
 def main() -> None:

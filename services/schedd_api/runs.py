@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from schedd_core.clock import Clock
 from schedd_core.spec import check_id
 from schedd_core.states import RunType
 from schedd_store import runs
 from schedd_store.records import RunRecord
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 async def trigger(

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import grpc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
+from schedd_api import cluster, dags, runs, translate
+from schedd_coord.client import EtcdClient
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
 from schedd_rpc import convert, names
 from schedd_rpc.errors import translate_errors
 from schedd_store import dags as dag_store
 from schedd_store import runs as run_store
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from schedd_api import dags, runs, translate
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
@@ -95,3 +96,23 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         return api_pb2.ListRunsResponse(
             runs=[translate.run(r) for r in records[:limit]], next_page_token=token
         )
+
+
+class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):
+    def __init__(self, engine: AsyncEngine, etcd: EtcdClient | None) -> None:
+        self._engine = engine
+        self._etcd = etcd
+
+    @translate_errors
+    async def GetLeader(
+        self, request: api_pb2.GetLeaderRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.Leader:
+        status = await cluster.leader_status(self._engine, self._etcd)
+        reply = api_pb2.Leader(
+            fence_token=status.fence_token, standbys=[translate.replica(s) for s in status.standbys]
+        )
+        if status.leader is not None:
+            reply.elected = True
+            reply.token = status.leader.token
+            reply.leader.CopyFrom(translate.replica(status.leader))
+        return reply

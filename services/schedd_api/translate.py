@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
+from schedd_coord.election import LeaderInfo
 from schedd_rpc import convert, names
 from schedd_store.records import DagRecord, RunRecord, TaskInstanceRecord
 
@@ -63,3 +67,8 @@ def task_instance(run_record: RunRecord, t: TaskInstanceRecord) -> pb.TaskInstan
         pool=t.pool,
         queue=t.queue,
     )
+
+
+def replica(info: LeaderInfo) -> api_pb2.SchedulerReplica:
+    since = convert.ts(datetime.fromisoformat(info.since)) if info.since else None
+    return api_pb2.SchedulerReplica(identity=info.identity, address=info.address, since=since)

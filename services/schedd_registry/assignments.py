@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from schedd.v1 import worker_pb2
 from schedd_rpc import convert
 from schedd_store.dispatch import ClaimedAttempt
 from schedd_store.versions import VersionCache
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 class AssignmentBuilder:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from schedd_store import dispatch
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_registry.assignments import AssignmentBuilder
 from schedd_registry.sessions import WorkerSession
+from schedd_store import dispatch
 
 log = logging.getLogger(__name__)
 

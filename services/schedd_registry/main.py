@@ -8,17 +8,17 @@ import os
 import socket
 
 import typer
-from schedd.v1 import worker_pb2, worker_pb2_grpc
-from schedd_rpc.server import make_server, set_serving, stop_signals
-from schedd_store import channels
-from schedd_store.engine import make_engine
-from schedd_store.notify import Listener
 
+from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_registry.assignments import AssignmentBuilder
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.results import ResultBatcher
 from schedd_registry.servicer import WorkerRegistryServicer
+from schedd_rpc.server import make_server, set_serving, stop_signals
+from schedd_store import channels
+from schedd_store.engine import make_engine
+from schedd_store.notify import Listener
 
 log = logging.getLogger("schedd.registry")
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from schedd_store.dispatch import AttemptResult, ReportStatus, apply_results
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_store.dispatch import AttemptResult, ReportStatus, apply_results
 
 log = logging.getLogger(__name__)
 

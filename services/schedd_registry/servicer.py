@@ -8,18 +8,18 @@ import logging
 from collections.abc import AsyncIterator
 
 import grpc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
-from schedd_rpc import convert
-from schedd_store import dispatch
-from schedd_store.dispatch import AttemptResult, ReportStatus
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.results import ResultBatcher
 from schedd_registry.sessions import WorkerSession
+from schedd_rpc import convert
+from schedd_store import dispatch
+from schedd_store.dispatch import AttemptResult, ReportStatus
 
 log = logging.getLogger(__name__)
 

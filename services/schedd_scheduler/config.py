@@ -18,3 +18,19 @@ class SchedulerConfig:
     db_pool_size: int = 4
     #: Seconds a SIGTERM hand-over waits for the current pass to finish.
     stop_grace: float = 5.0
+    #: host:port to serve Prometheus metrics on; empty for none.
+    metrics_listen: str = ""
+
+    def session_settings(self) -> dict[str, str]:
+        """PostgreSQL settings of the scheduler's connections.
+
+        A leader paused inside a transaction (SIGSTOP, GC) holds a shared lock on the fence row,
+        which would block the next leader from raising the fence. PostgreSQL ends such a session
+        after ``idle_in_transaction_session_timeout``, well inside one lease TTL, so a paused
+        leader delays a failover by at most that much.
+        """
+        idle_ms = max(100, int(self.lease.renew_deadline * 1000 / 2))
+        return {
+            "idle_in_transaction_session_timeout": str(idle_ms),
+            "statement_timeout": str(int(self.lease.ttl * 1000)),
+        }

@@ -3,7 +3,8 @@
 A term ends when the lease can no longer be trusted (fail-stop: the leader work
 is cancelled at once), when a write is fenced out (a newer term exists), or on
 SIGTERM (the current pass finishes, then the leader resigns so a standby takes
-over at once).
+over at once). Between terms the replica is a warm standby: its database pool,
+its PostgreSQL listener and its cache of DAG versions stay open.
 """
 
 from __future__ import annotations
@@ -11,58 +12,71 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from datetime import UTC, datetime
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_coord.client import EtcdClient
 from schedd_coord.election import Election
 from schedd_coord.errors import CoordinationError
 from schedd_coord.lease import KeptLease
 from schedd_core.errors import FencedOut
-from schedd_store.fence import Fence, raise_fence
-from schedd_store.versions import VersionCache
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.loop import SchedulingLoop
+from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
+from schedd_store.fence import Fence, raise_fence
+from schedd_store.versions import VersionCache
 
 log = logging.getLogger(__name__)
 
 
 class Replica:
     def __init__(
-        self, config: SchedulerConfig, engine: AsyncEngine, etcd: EtcdClient, pending: PendingRuns
+        self,
+        config: SchedulerConfig,
+        engine: AsyncEngine,
+        etcd: EtcdClient,
+        pending: PendingRuns,
+        metrics: SchedulerMetrics,
     ) -> None:
         self._config = config
         self._engine = engine
         self._etcd = etcd
         self._pending = pending
+        self._metrics = metrics
         self._versions = VersionCache()
-        self._election = Election(etcd, identity=config.identity)
+        self._election = Election(etcd, identity=config.identity, address=config.metrics_listen)
+        self._started = datetime.now(UTC).isoformat()
         self.token = 0
-        self.is_leader = False
-        self.terms = 0
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Campaign and lead, term after term, until ``stop`` is set."""
+        """Campaign and lead, term after term, until ``stop`` is set. etcd or PostgreSQL trouble
+        is retried with backoff; it never ends the replica."""
         delay = 0.1
         while not stop.is_set():
             try:
                 await self._one_term(stop)
                 delay = 0.1
+                continue
             except CoordinationError as exc:
                 log.warning("etcd trouble: %s; campaigning again in %.1fs", exc, delay)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
-                delay = min(delay * 2, 5.0)
+            except (OSError, TimeoutError) as exc:
+                log.warning("database trouble: %s; campaigning again in %.1fs", exc, delay)
+            except Exception as exc:
+                log.exception("term failed: %s; campaigning again in %.1fs", exc, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            delay = min(delay * 2, 5.0)
 
     async def _one_term(self, stop: asyncio.Event) -> None:
         lease = KeptLease(self._etcd, self._config.lease)
         await lease.start()
         try:
-            since = datetime.now(UTC).isoformat()
-            campaign = asyncio.create_task(self._election.campaign(lease.lease_id, since=since))
+            await self._election.announce(lease.lease_id, since=self._started)
+            campaign = asyncio.create_task(self._election.campaign(lease.lease_id))
             outcome = await _first(campaign, lease.lost, stop)
             if outcome is not campaign:
                 campaign.cancel()
@@ -76,28 +90,36 @@ class Replica:
                 await raise_fence(self._engine, token, self._config.identity)
             except FencedOut as exc:
                 log.warning("cannot raise the fence: %s", exc)
+                self._metrics.fence_rejections.inc()
                 await self._election.resign(token)
                 return
             await self._lead(token, lease, stop)
         finally:
-            self.is_leader = False
+            self._metrics.is_leader.set(0)
             await lease.stop(revoke=True)
 
     async def _lead(self, token: int, lease: KeptLease, stop: asyncio.Event) -> None:
-        self.token, self.is_leader = token, True
-        self.terms += 1
+        self.token = token
+        self._metrics.is_leader.set(1)
+        self._metrics.elections.inc()
         log.info("leading with token %d", token)
+        fence = Fence(self._engine, token, on_rejected=lambda _e: self._metrics.fence_rejections.inc())
         loop = SchedulingLoop(
             self._engine,
-            Fence(self._engine, token),
+            fence,
             self._pending,
             self._versions,
             batch_size=self._config.batch_size,
+            metrics=self._metrics,
         )
         work = asyncio.create_task(loop.run(), name="scheduling-loop")
-        outcome = await _first(work, lease.lost, stop)
+        timing = asyncio.create_task(self._record_failover(loop))
+        try:
+            outcome = await _first(work, lease.lost, stop)
+        finally:
+            timing.cancel()
         if outcome is lease.lost:
-            log.warning("lease no longer trusted; stopping at once (fail-stop)")
+            log.warning("term %d: lease no longer trusted; stopping at once (fail-stop)", token)
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await work
@@ -108,16 +130,26 @@ class Replica:
                 await asyncio.wait_for(work, self._config.stop_grace)
             except TimeoutError:
                 log.warning("the current pass did not finish in %.1fs", self._config.stop_grace)
+            except Exception as exc:
+                log.warning("the last pass failed: %s", exc)
             with contextlib.suppress(CoordinationError):
                 await self._election.resign(token)
-            log.info("resigned term %d", token)
+            log.info("term %d: resigned", token)
             return
         try:
             work.result()
         except FencedOut as exc:
-            log.warning("fenced out: %s; stepping down", exc)
+            log.warning("term %d: fenced out (%s); stepping down", token, exc)
         with contextlib.suppress(CoordinationError):
             await self._election.resign(token)
+
+    async def _record_failover(self, loop: SchedulingLoop) -> None:
+        await loop.first_pass_done.wait()
+        seen = self._election.vacancy_seen_at
+        if seen is not None:
+            seconds = time.monotonic() - seen
+            self._metrics.failover_seconds.set(seconds)
+            log.info("first pass as leader %.3fs after the previous leader's key vanished", seconds)
 
 
 async def _first(task: asyncio.Task[object], *events: asyncio.Event) -> object:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import IllegalTransition
 from schedd_core.planner import plan_run
+from schedd_scheduler.metrics import SchedulerMetrics
+from schedd_scheduler.pending import PendingRuns
 from schedd_store import scheduling
 from schedd_store.fence import Fence
 from schedd_store.versions import VersionCache
-from sqlalchemy.ext.asyncio import AsyncEngine
-
-from schedd_scheduler.pending import PendingRuns
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +33,17 @@ class SchedulingLoop:
         versions: VersionCache,
         *,
         batch_size: int,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._engine = engine
         self._fence = fence
         self._pending = pending
         self._versions = versions
         self._batch_size = batch_size
+        self._metrics = metrics
         self._stopping = asyncio.Event()
+        #: Set once the first pass of the term (a full scan) has committed.
+        self.first_pass_done = asyncio.Event()
         self.passes = 0
 
     def stop(self) -> None:
@@ -58,16 +64,21 @@ class SchedulingLoop:
             if full:
                 async with self._engine.connect() as conn:
                     self._pending.add(await scheduling.unfinished_run_pks(conn))
-                full, more = self._pending.take(self._batch_size)
+                _, more = self._pending.take(self._batch_size)
                 ids += more
-            if ids:
-                await self.evaluate(ids)
+            await self.evaluate(ids)
+            self.first_pass_done.set()
 
     async def evaluate(self, run_pks: list[int]) -> int:
-        """One fenced pass over ``run_pks``. Returns the number of task instances queued."""
+        """One fenced pass over ``run_pks``. Returns the number of task instances queued.
+
+        Raises FencedOut (and writes nothing) when a newer term has raised the fence. An empty
+        ``run_pks`` still checks the fence, so a term's first pass proves it may write.
+        """
+        started = time.perf_counter()
         try:
             async with self._fence.transaction() as conn:
-                runs = await scheduling.load_runs(conn, run_pks)
+                runs = await scheduling.load_runs(conn, run_pks) if run_pks else []
                 await self._versions.load(conn, {r.version_id for r in runs})
                 plans = []
                 for run in runs:
@@ -83,4 +94,8 @@ class SchedulingLoop:
             self._pending.add(run_pks)
             return 0
         self.passes += 1
+        if self._metrics is not None:
+            self._metrics.passes.inc()
+            self._metrics.tasks_queued.inc(queued)
+            self._metrics.pass_seconds.observe(time.perf_counter() - started)
         return queued

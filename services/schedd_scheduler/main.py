@@ -8,17 +8,18 @@ import os
 import socket
 
 import typer
+
 from schedd_coord.client import EtcdClient
 from schedd_coord.lease import LeaseTiming
 from schedd_core.errors import Unavailable
 from schedd_rpc.server import stop_signals
+from schedd_scheduler.config import SchedulerConfig
+from schedd_scheduler.leadership import Replica, warm_up
+from schedd_scheduler.metrics import SchedulerMetrics
+from schedd_scheduler.pending import PendingRuns
 from schedd_store import channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
-
-from schedd_scheduler.config import SchedulerConfig
-from schedd_scheduler.leadership import Replica, warm_up
-from schedd_scheduler.pending import PendingRuns
 
 log = logging.getLogger("schedd.scheduler")
 
@@ -38,7 +39,10 @@ async def serve(config: SchedulerConfig) -> None:
             on_connect=pending.request_full_scan_async,
         )
         await listener.start()
-        replica = Replica(config, engine, etcd, pending)
+        metrics = SchedulerMetrics()
+        if config.metrics_listen:
+            metrics.serve(config.metrics_listen)
+        replica = Replica(config, engine, etcd, pending, metrics)
         log.info("scheduler %s campaigning", config.identity)
         await replica.run(stop)
         await listener.stop()
@@ -63,6 +67,7 @@ def cli(
     lease_ttl: int = typer.Option(3, envvar="SCHEDD_LEASE_TTL", help="seconds"),
     renew_deadline: float = typer.Option(2.0, envvar="SCHEDD_RENEW_DEADLINE", help="seconds"),
     retry_period: float = typer.Option(0.5, envvar="SCHEDD_RETRY_PERIOD", help="seconds"),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a scheduler replica: campaign for leadership and schedule while leading."""
@@ -76,6 +81,7 @@ def cli(
         etcd_endpoints=etcd_endpoints,
         identity=identity or f"{socket.gethostname()}-{os.getpid()}",
         lease=timing,
+        metrics_listen=metrics_listen,
     )
     try:
         asyncio.run(serve(config))

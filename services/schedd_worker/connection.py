@@ -15,9 +15,9 @@ import random
 from collections.abc import AsyncIterator
 
 import grpc
+
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_rpc import convert
-
 from schedd_worker.config import WorkerConfig
 from schedd_worker.runner import run_assignment
 

@@ -8,8 +8,8 @@ import os
 import socket
 
 import typer
-from schedd_rpc.server import stop_signals
 
+from schedd_rpc.server import stop_signals
 from schedd_worker.config import WorkerConfig
 from schedd_worker.connection import WorkerConnection
 

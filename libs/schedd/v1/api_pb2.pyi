@@ -22,6 +22,86 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class GetLeaderRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetLeaderRequest: _TypeAlias = GetLeaderRequest  # noqa: Y015
+
+@_typing.final
+class SchedulerReplica(_message.Message):
+    """A scheduler replica."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    identity: _builtins.str
+    address: _builtins.str
+    """host:port of its metrics endpoint, if it serves one."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        identity: _builtins.str = ...,
+        address: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "identity", b"identity", "since", b"since"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SchedulerReplica: _TypeAlias = SchedulerReplica  # noqa: Y015
+
+@_typing.final
+class Leader(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ELECTED_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    FENCE_TOKEN_FIELD_NUMBER: _builtins.int
+    STANDBYS_FIELD_NUMBER: _builtins.int
+    elected: _builtins.bool
+    """False when no scheduler leads right now (an election is under way)."""
+    token: _builtins.int
+    """The fencing token of the current term: the create revision of the leader key."""
+    fence_token: _builtins.int
+    """The token PostgreSQL's fence stands at; equal to token once the leader has raised it."""
+    @_builtins.property
+    def leader(self) -> Global___SchedulerReplica: ...
+    @_builtins.property
+    def standbys(self) -> _containers.RepeatedCompositeFieldContainer[Global___SchedulerReplica]: ...
+    def __init__(
+        self,
+        *,
+        elected: _builtins.bool = ...,
+        leader: Global___SchedulerReplica | None = ...,
+        token: _builtins.int = ...,
+        fence_token: _builtins.int = ...,
+        standbys: _abc.Iterable[Global___SchedulerReplica] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["leader", b"leader"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["elected", b"elected", "fence_token", b"fence_token", "leader", b"leader", "standbys", b"standbys", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Leader: _TypeAlias = Leader  # noqa: Y015
+
+@_typing.final
 class RegisterDagRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -348,3 +348,78 @@ class RunService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ClusterServiceStub:
+    """The state of the cluster: who leads the schedulers.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.GetLeader = channel.unary_unary(
+                '/schedd.v1.ClusterService/GetLeader',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetLeaderRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.Leader.FromString,
+                _registered_method=True)
+
+
+class ClusterServiceServicer:
+    """The state of the cluster: who leads the schedulers.
+    """
+
+    def GetLeader(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ClusterServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'GetLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLeader,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetLeaderRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.Leader.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.ClusterService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.ClusterService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ClusterService:
+    """The state of the cluster: who leads the schedulers.
+    """
+
+    @staticmethod
+    def GetLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.ClusterService/GetLeader',
+            schedd_dot_v1_dot_api__pb2.GetLeaderRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.Leader.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -124,3 +124,31 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_api_pb2.ListRunsResponse, _abc.Awaitable[_api_pb2.ListRunsResponse]]: ...
 
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class ClusterServiceStub:
+    """The state of the cluster: who leads the schedulers."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> ClusterServiceAsyncStub: ...
+    GetLeader: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetLeaderRequest, _api_pb2.Leader]
+
+@_typing.type_check_only
+class ClusterServiceAsyncStub(ClusterServiceStub):
+    """The state of the cluster: who leads the schedulers."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    GetLeader: _aio.UnaryUnaryMultiCallable[_api_pb2.GetLeaderRequest, _api_pb2.Leader]  # type: ignore[assignment]
+
+class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
+    """The state of the cluster: who leads the schedulers."""
+
+    @_abc_1.abstractmethod
+    def GetLeader(
+        self,
+        request: _api_pb2.GetLeaderRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.Leader, _abc.Awaitable[_api_pb2.Leader]]: ...
+
+def add_ClusterServiceServicer_to_server(servicer: ClusterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

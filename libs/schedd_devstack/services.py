@@ -1,0 +1,764 @@
+"""Run the schedd services as real subprocesses: for the end-to-end tests and for ``make run``.
+
+:class:`ServiceProcess` is one service process (``python -m schedd_api.main`` and so
+on) with its output in a log file: start it, stop it gracefully (SIGTERM, a bounded
+wait, then SIGKILL), crash it (SIGKILL), freeze and thaw it (SIGSTOP / SIGCONT).
+
+:class:`Cluster` is a whole schedd deployment on top of a PostgreSQL and an etcd that
+already run: it migrates the database, starts the api, the registry, N scheduler
+replicas and M workers on free loopback ports, and returns from :meth:`Cluster.start`
+only once
+
+* the api and the registry answer gRPC health checks with SERVING,
+* a scheduler leads (``scheduler_fence.token`` rose above its value before the start),
+* every worker is connected (its ``workers`` row is ``active`` and was written after
+  the worker was started).
+
+Every wait is bounded; a failure raises :class:`ClusterError` carrying the tail of the
+log of the process that failed (or of each candidate, when no single one is to blame),
+after stopping whatever had started. :meth:`Cluster.stop` stops workers first, then
+the schedulers, the registry and the api; it is idempotent and is also run at
+interpreter exit, so no service outlives the process that started it. Workers and
+schedulers can be added, stopped and killed one at a time (for chaos tests).
+
+The election key in etcd is fixed (``/schedd/scheduler/leader``), so two clusters on
+one etcd would compete for one leadership. ``start`` therefore refuses to run when
+another cluster of this process has live schedulers on the same etcd, and waits (bounded)
+until no leader key is left from earlier; ``stop`` deletes the key when one of this
+cluster's schedulers still holds it (after a SIGKILL, say) so the next cluster need not
+wait for the lease to expire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from schedd_coord.client import EtcdClient
+from schedd_coord.election import LEADER_KEY, LeaderInfo
+from schedd_devstack._process import (
+    die_with_parent_prefix,
+    kill_group,
+    read_tail,
+    register_running,
+    run_coroutine_sync,
+    stop_process,
+    unregister_running,
+)
+from schedd_devstack.binaries import DevstackError
+from schedd_devstack.ports import LOCALHOST, free_port
+from schedd_store.engine import asyncpg_dsn
+from schedd_store.migrate import upgrade_async
+
+__all__ = ["Cluster", "ClusterError", "ServiceProcess", "terminate_all"]
+
+DEFAULT_STOP_TIMEOUT = 10.0
+DEFAULT_STARTUP_TIMEOUT = 60.0
+LOG_TAIL_BYTES = 4000
+
+_POLL_SECONDS = 0.05
+_BIND_FAILURE_MARKERS = ("cannot listen on", "address already in use")
+_BIND_ATTEMPTS = 3
+# A leader key left behind by a crashed scheduler disappears when its lease expires
+# (3 s by default; after an etcd restart the TTL starts over).
+_STALE_LEADER_TIMEOUT = 15.0
+_HEALTH_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 250),
+]
+
+
+class ClusterError(DevstackError):
+    """A schedd service could not be started, did not become ready in time, or died."""
+
+
+# -- one process --------------------------------------------------------------------------------------
+
+
+class ServiceProcess:
+    """One service as a child process, with stdout and stderr appended to ``log_dir/NAME.log``.
+
+    The child runs in its own session (process group), so a Ctrl-C in the terminal
+    reaches only the parent, which then stops its children in order; and, when
+    ``setpriv`` is available and we are on the main thread, it gets SIGTERM if the
+    parent dies without stopping it. Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log_dir: Path,
+        cwd: Path | None = None,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.log_dir = Path(log_dir)
+        self.cwd = cwd
+        self.stop_timeout = stop_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+        self._paused = False
+        #: monotonic time of the latest start
+        self.started_at: float | None = None
+        #: set by terminate() and kill(): the process was ended on purpose, not by a crash
+        self.stopped = False
+
+    def __repr__(self) -> str:
+        state = "alive" if self.alive else f"exited {self.returncode}" if self._proc else "not started"
+        return f"<ServiceProcess {self.name} pid={self.pid} {state}>"
+
+    @property
+    def log_path(self) -> Path:
+        """Appended to across restarts; each start writes a ``--- start ...`` header line."""
+        return self.log_dir / f"{self.name}.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The service's own PID (it stays set after the process exits), None before ``start``."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        """True while the process has not exited (a paused process is alive)."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once exited (negative: killed by that signal), else None."""
+        return None if self._proc is None else self._proc.poll()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused and self.alive
+
+    def start(self) -> None:
+        """Start the process; raises :class:`ClusterError` if it is already running or cannot be run."""
+        if self.alive:
+            raise ClusterError(f"{self.name} is already running (pid {self.pid})")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        cmd = [*die_with_parent_prefix("TERM"), *self.argv]
+        with self.log_path.open("ab") as log:
+            log.write(f"--- start {datetime.now().isoformat(timespec='seconds')}: {' '.join(cmd)}\n".encode())
+            log.flush()
+            try:
+                self._proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    cwd=self.cwd,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ClusterError(f"cannot start {self.name} ({' '.join(self.argv)}): {exc}") from exc
+        self._paused = False
+        self.stopped = False
+        self.started_at = time.monotonic()
+        register_running(self, self._stop_at_exit)
+
+    def terminate(self, timeout: float | None = None) -> int | None:
+        """SIGTERM, wait up to ``timeout`` (default ``stop_timeout``) seconds, then SIGKILL.
+
+        A paused process is resumed after the SIGTERM so that it can act on it.
+        Returns the exit status (None if never started). Idempotent.
+        """
+        proc = self._proc
+        if proc is None:
+            return None
+        try:
+            if proc.poll() is None:
+                self._signal(signal.SIGTERM)
+                if self._paused:
+                    self._signal(signal.SIGCONT)
+            stop_process(proc, signal.SIGTERM, self.stop_timeout if timeout is None else timeout)
+        finally:
+            self._paused = False
+            self.stopped = True
+            unregister_running(self)
+        return proc.poll()
+
+    def kill(self) -> int | None:
+        """SIGKILL the process (and its process group), as a crash would, and reap it."""
+        proc = self._proc
+        if proc is None:
+            return None
+        try:
+            kill_group(proc)
+            proc.wait(timeout=30)
+        finally:
+            self._paused = False
+            self.stopped = True
+            unregister_running(self)
+        return proc.poll()
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes (its sockets stay open) until :meth:`resume`."""
+        self._require_alive("pause")
+        self._signal(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        """SIGCONT a paused process."""
+        self._require_alive("resume")
+        self._signal(signal.SIGCONT)
+        self._paused = False
+
+    def send_signal(self, sig: signal.Signals) -> None:
+        """Send ``sig`` to the process if it is alive (no wait)."""
+        if self.alive:
+            self._signal(sig)
+
+    def wait(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` seconds for the process to exit; its status, or None if still alive."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def log_tail(self, max_bytes: int = LOG_TAIL_BYTES) -> str:
+        """The last ``max_bytes`` of what this process logged since its latest start."""
+        return read_tail(self.log_path, self._log_offset, max_bytes)
+
+    def describe_failure(self, what: str) -> str:
+        """``what`` plus the process state and its log tail, for error messages."""
+        status = "still running" if self.alive else f"exited with status {self.returncode}"
+        tail = self.log_tail().rstrip() or "(empty)"
+        return f"{what} ({self.name}, pid {self.pid}, {status}; log {self.log_path}):\n{tail}"
+
+    def _stop_at_exit(self) -> None:
+        self.terminate(min(self.stop_timeout, 5.0))
+
+    def _require_alive(self, action: str) -> None:
+        if not self.alive:
+            raise ClusterError(f"cannot {action} {self.name}: it is not running")
+
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            self._proc.send_signal(sig)
+
+
+def terminate_all(processes: Iterable[ServiceProcess], timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+    """Stop several processes at once: SIGTERM to all, then wait for each within one shared deadline,
+    SIGKILLing whoever is left when it passes."""
+    procs = [p for p in processes if p.alive]
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+        if p.paused:
+            p.resume()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.terminate(max(deadline - time.monotonic(), 0.0))
+
+
+# -- the cluster --------------------------------------------------------------------------------------
+
+_clusters: weakref.WeakSet[Cluster] = weakref.WeakSet()
+_clusters_lock = threading.Lock()
+
+
+def _service_env(base: Mapping[str, str] | None) -> dict[str, str]:
+    """Our environment without any ``SCHEDD_*`` setting that could point a service elsewhere."""
+    source = os.environ if base is None else base
+    env = {k: v for k, v in source.items() if not k.startswith("SCHEDD_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+async def _fetch(database_url: str, query: str, *args: object) -> list[dict[str, Any]]:
+    conn = await asyncpg.connect(asyncpg_dsn(database_url), timeout=5)
+    try:
+        return [dict(r) for r in await conn.fetch(query, *args, timeout=10)]
+    finally:
+        await conn.close()
+
+
+class Cluster:
+    """A schedd deployment of subprocesses on a given PostgreSQL and etcd; see the module docstring.
+
+    ``database_url`` is SQLAlchemy-style (``postgresql+asyncpg://...``) and ``etcd_endpoints`` is
+    ``host:port[,host:port]``. Logs go to ``log_dir/<service>.log``. ``env`` replaces the
+    base environment of every service (default: ours, without ``SCHEDD_*``); ``service_env``
+    adds settings for every service (``SCHEDD_LOG_LEVEL``, ``SCHEDD_LEASE_TTL``...).
+    Usable as a context manager. Not thread-safe.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        etcd_endpoints: str,
+        log_dir: Path,
+        *,
+        schedulers: int = 1,
+        workers: int = 2,
+        worker_capacity: int = 4,
+        api_port: int | None = None,
+        registry_port: int | None = None,
+        python: str = sys.executable,
+        env: Mapping[str, str] | None = None,
+        service_env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+    ) -> None:
+        if schedulers < 0 or workers < 0:
+            raise ValueError("schedulers and workers must not be negative")
+        self.database_url = database_url
+        self.etcd_endpoints = etcd_endpoints
+        self.log_dir = Path(log_dir)
+        self.python = python
+        self.worker_capacity = worker_capacity
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.cwd = cwd
+        self._initial_schedulers = schedulers
+        self._initial_workers = workers
+        self._api_port = api_port
+        self._registry_port = registry_port
+        self._base_env = _service_env(env)
+        self._base_env.update(service_env or {})
+        self.tag = secrets.token_hex(2)
+        self.api: ServiceProcess | None = None
+        self.registry: ServiceProcess | None = None
+        self.api_address = ""
+        self.registry_address = ""
+        #: by identity (``scheduler-N-TAG``), in start order
+        self.schedulers: dict[str, ServiceProcess] = {}
+        #: by worker id (``worker-N``), in start order
+        self.workers: dict[str, ServiceProcess] = {}
+        self._scheduler_seq = 0
+        self._worker_seq = 0
+        self._started = False
+
+    # -- introspection ------------------------------------------------------------------------------
+
+    @property
+    def processes(self) -> list[ServiceProcess]:
+        """Every process this cluster started (alive or not): api, registry, schedulers, workers."""
+        servers = [p for p in (self.api, self.registry) if p is not None]
+        return [*servers, *self.schedulers.values(), *self.workers.values()]
+
+    def dead(self) -> list[ServiceProcess]:
+        """Processes that exited although nobody stopped or killed them through this cluster."""
+        return [p for p in self.processes if p.started_at is not None and not p.alive and not p.stopped]
+
+    def env(self) -> dict[str, str]:
+        """What a client needs: ``SCHEDD_API`` (for schedctl) plus the database and etcd settings."""
+        return {
+            "SCHEDD_API": self.api_address,
+            "SCHEDD_DATABASE_URL": self.database_url,
+            "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
+        }
+
+    def fetch(self, query: str, *args: object) -> list[dict[str, Any]]:
+        """Run ``query`` on the cluster's database (asyncpg, ``$1`` placeholders); rows as dicts.
+
+        Callable from synchronous code whether or not an event loop is running.
+        """
+        return run_coroutine_sync(lambda: _fetch(self.database_url, query, *args))
+
+    def fetchval(self, query: str, *args: object) -> Any:
+        """The first column of the first row of ``query``, or None when there is no row."""
+        rows = self.fetch(query, *args)
+        return next(iter(rows[0].values())) if rows else None
+
+    def fence(self) -> tuple[int, str]:
+        """``(token, holder)`` of ``scheduler_fence``: the latest term that raised it, and whose."""
+        rows = self.fetch("SELECT token, holder FROM scheduler_fence WHERE id = 1")
+        if not rows:
+            raise ClusterError("scheduler_fence has no row; is the database migrated?")
+        return int(rows[0]["token"]), str(rows[0]["holder"])
+
+    def leader(self) -> ServiceProcess | None:
+        """The alive scheduler of this cluster that raised the fence last, if any.
+
+        A paused or partitioned leader stays "the leader" here until another one raises the fence.
+        """
+        _, holder = self.fence()
+        proc = self.schedulers.get(holder)
+        return proc if proc is not None and proc.alive else None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Bring the database schema to head (safe to repeat)."""
+        try:
+            run_coroutine_sync(lambda: upgrade_async(self.database_url))
+        except Exception as exc:
+            raise ClusterError(f"migrating {self._redacted_url()} failed: {exc}") from exc
+
+    def start(self, *, migrate: bool = True) -> None:
+        """Start every service and wait until the cluster is ready (see the module docstring).
+
+        Bounded by ``startup_timeout``; on failure or interruption everything started is
+        stopped before the error propagates.
+        """
+        if self._started:
+            raise ClusterError("this cluster has been started already")
+        self._started = True
+        with _clusters_lock:
+            rivals = [
+                c
+                for c in _clusters
+                if c is not self
+                and c.etcd_endpoints == self.etcd_endpoints
+                and any(p.alive for p in c.schedulers.values())
+            ]
+            if rivals and self._initial_schedulers:
+                raise ClusterError(
+                    "another cluster in this process has live schedulers on the same etcd "
+                    f"({self.etcd_endpoints}); they would compete for one leadership: stop it first"
+                )
+            _clusters.add(self)
+        register_running(self, self.stop)
+        deadline = time.monotonic() + self.startup_timeout
+        try:
+            if migrate:
+                self.migrate()
+            token_before, _ = self.fence()
+            if self._initial_schedulers:
+                self._wait_no_foreign_leader(min(deadline, time.monotonic() + _STALE_LEADER_TIMEOUT))
+            self._spawn_api()
+            self._spawn_registry()
+            for _ in range(self._initial_schedulers):
+                self._spawn_scheduler()
+            self._await_serving("registry", deadline)
+            db_now = self._db_now()
+            new_workers = [self._spawn_worker() for _ in range(self._initial_workers)]
+            self._await_serving("api", deadline)
+            if self._initial_schedulers:
+                self._wait_leader(token_before, deadline)
+            for proc in new_workers:
+                self._wait_worker(proc, db_now, deadline)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop workers, then schedulers, then the registry and the api (each group: SIGTERM, a
+        bounded wait, SIGKILL). Then drop the leader key if one of ours still holds it. Idempotent."""
+        try:
+            terminate_all(self.workers.values(), self.stop_timeout)
+            terminate_all(self.schedulers.values(), self.stop_timeout)
+            terminate_all([p for p in (self.registry, self.api) if p is not None], self.stop_timeout)
+        finally:
+            if self.schedulers:
+                with contextlib.suppress(Exception):
+                    self.release_election()
+            unregister_running(self)
+
+    def __enter__(self) -> Cluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- workers ------------------------------------------------------------------------------------
+
+    def add_worker(
+        self, worker_id: str | None = None, *, capacity: int | None = None, wait: bool = True
+    ) -> ServiceProcess:
+        """Start one more worker (default id ``worker-N``; an id whose process is dead may be
+        reused) and, with ``wait``, return once it is connected."""
+        self._require_running()
+        if worker_id is not None and worker_id in self.workers and self.workers[worker_id].alive:
+            raise ClusterError(f"worker {worker_id} is already running")
+        db_now = self._db_now()
+        proc = self._spawn_worker(worker_id, capacity=capacity)
+        if wait:
+            self._wait_worker(proc, db_now, time.monotonic() + self.startup_timeout)
+        return proc
+
+    def stop_worker(self, worker_id: str, timeout: float | None = None) -> int | None:
+        """Graceful stop (SIGTERM, then SIGKILL after ``timeout``); returns the exit status."""
+        return self._worker(worker_id).terminate(timeout)
+
+    def kill_worker(self, worker_id: str) -> int | None:
+        """SIGKILL a worker, as a crash would (its running tasks are orphaned, not killed)."""
+        return self._worker(worker_id).kill()
+
+    def wait_for_worker(self, worker_id: str, timeout: float = 30.0) -> None:
+        """Wait until the worker's ``workers`` row is active (however old it is)."""
+        self._wait_worker(self._worker(worker_id), None, time.monotonic() + timeout)
+
+    # -- schedulers ---------------------------------------------------------------------------------
+
+    def add_scheduler(self) -> ServiceProcess:
+        """Start one more scheduler replica (identity ``scheduler-N-TAG``); it campaigns at once.
+        Does not wait: with a leader in place it stays a standby."""
+        self._require_running()
+        return self._spawn_scheduler()
+
+    def stop_scheduler(self, identity: str, timeout: float | None = None) -> int | None:
+        """Graceful stop: a leader finishes its pass and resigns, so a standby takes over at once."""
+        return self._scheduler(identity).terminate(timeout)
+
+    def kill_scheduler(self, identity: str) -> int | None:
+        """SIGKILL a scheduler: its leader key stays until the lease expires."""
+        return self._scheduler(identity).kill()
+
+    def wait_for_leader(self, above: int = 0, timeout: float = 30.0) -> tuple[int, ServiceProcess]:
+        """Wait until one of our alive schedulers raised the fence above ``above``; ``(token, it)``."""
+        return self._wait_leader(above, time.monotonic() + timeout)
+
+    def release_election(self) -> bool:
+        """Delete the leader key if one of this cluster's schedulers holds it; whether it did.
+
+        Meant for when those schedulers are dead (a live leader would notice and campaign again).
+        """
+
+        async def release() -> bool:
+            client = EtcdClient(self.etcd_endpoints)
+            try:
+                kv = await client.get(LEADER_KEY)
+                if kv is None or LeaderInfo.from_kv(kv).identity not in self.schedulers:
+                    return False
+                return await client.delete_if_created_at(LEADER_KEY, kv.create_revision)
+            finally:
+                await client.close()
+
+        return run_coroutine_sync(release)
+
+    def current_leader_key(self) -> LeaderInfo | None:
+        """What etcd's leader key says right now (None when nobody leads)."""
+
+        async def get() -> LeaderInfo | None:
+            client = EtcdClient(self.etcd_endpoints)
+            try:
+                kv = await client.get(LEADER_KEY)
+                return LeaderInfo.from_kv(kv) if kv is not None else None
+            finally:
+                await client.close()
+
+        return run_coroutine_sync(get)
+
+    # -- internals: spawning ------------------------------------------------------------------------
+
+    def _process(self, name: str, module: str, env: Mapping[str, str]) -> ServiceProcess:
+        return ServiceProcess(
+            name,
+            [self.python, "-m", module],
+            env={**self._base_env, **env},
+            log_dir=self.log_dir,
+            cwd=self.cwd,
+            stop_timeout=self.stop_timeout,
+        )
+
+    def _spawn_api(self, *, new_port: bool = False) -> None:
+        port = self._api_port if self._api_port and not new_port else free_port()
+        self.api_address = f"{LOCALHOST}:{port}"
+        self.api = self._process(
+            "api",
+            "schedd_api.main",
+            {"SCHEDD_DATABASE_URL": self.database_url, "SCHEDD_API_LISTEN": self.api_address},
+        )
+        self.api.start()
+
+    def _spawn_registry(self, *, new_port: bool = False) -> None:
+        port = self._registry_port if self._registry_port and not new_port else free_port()
+        self.registry_address = f"{LOCALHOST}:{port}"
+        self.registry = self._process(
+            "registry",
+            "schedd_registry.main",
+            {
+                "SCHEDD_DATABASE_URL": self.database_url,
+                "SCHEDD_REGISTRY_LISTEN": self.registry_address,
+                "SCHEDD_REGISTRY_ID": f"registry-{self.tag}",
+            },
+        )
+        self.registry.start()
+
+    def _spawn_scheduler(self) -> ServiceProcess:
+        self._scheduler_seq += 1
+        identity = f"scheduler-{self._scheduler_seq}-{self.tag}"
+        proc = self._process(
+            f"scheduler-{self._scheduler_seq}",
+            "schedd_scheduler.main",
+            {
+                "SCHEDD_DATABASE_URL": self.database_url,
+                "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
+                "SCHEDD_SCHEDULER_ID": identity,
+            },
+        )
+        self.schedulers[identity] = proc
+        proc.start()
+        return proc
+
+    def _spawn_worker(self, worker_id: str | None = None, *, capacity: int | None = None) -> ServiceProcess:
+        if worker_id is None:
+            while True:
+                self._worker_seq += 1
+                worker_id = f"worker-{self._worker_seq}"
+                if worker_id not in self.workers:
+                    break
+        proc = self._process(
+            worker_id,
+            "schedd_worker.main",
+            {
+                "SCHEDD_REGISTRY": self.registry_address,
+                "SCHEDD_WORKER_ID": worker_id,
+                "SCHEDD_WORKER_CAPACITY": str(capacity or self.worker_capacity),
+                "SCHEDD_PYTHON": self.python,
+            },
+        )
+        self.workers[worker_id] = proc
+        proc.start()
+        return proc
+
+    # -- internals: waiting -------------------------------------------------------------------------
+
+    def _await_serving(self, kind: str, deadline: float) -> None:
+        """Wait for the api or registry to answer health checks, restarting it on a new port
+        when another process grabbed its port between our probe and its bind."""
+        for attempt in range(1, _BIND_ATTEMPTS + 1):
+            proc = self.api if kind == "api" else self.registry
+            address = self.api_address if kind == "api" else self.registry_address
+            assert proc is not None
+            if self._wait_health(proc, address, deadline):
+                return
+            if attempt == _BIND_ATTEMPTS:
+                break
+            if kind == "api":
+                self._spawn_api(new_port=True)
+            else:
+                self._spawn_registry(new_port=True)
+        raise ClusterError(f"{kind} could not bind a free port in {_BIND_ATTEMPTS} attempts")
+
+    def _wait_health(self, proc: ServiceProcess, address: str, deadline: float) -> bool:
+        """True once ``proc`` answers SERVING at ``address``; False if it exited because its port
+        was taken; raises ClusterError on any other exit and on the deadline."""
+        serving = health_pb2.HealthCheckResponse.SERVING
+        with grpc.insecure_channel(address, options=_HEALTH_CHANNEL_OPTIONS) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while True:
+                if not proc.alive:
+                    if any(m in proc.log_tail().lower() for m in _BIND_FAILURE_MARKERS):
+                        return False
+                    raise ClusterError(proc.describe_failure(f"{proc.name} exited during start-up"))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ClusterError(
+                        proc.describe_failure(
+                            f"{proc.name} did not answer health checks at {address} in time"
+                        )
+                    )
+                try:
+                    resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=min(1.0, remaining))
+                    if resp.status == serving:
+                        return True
+                except grpc.RpcError:
+                    pass
+                time.sleep(_POLL_SECONDS)
+
+    def _wait_no_foreign_leader(self, deadline: float) -> None:
+        """Wait for a leader key left by someone else to go away (its lease expiring)."""
+        while True:
+            info = self.current_leader_key()
+            if info is None:
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"another scheduler ({info.identity!r}, token {info.token}) leads on etcd "
+                    f"{self.etcd_endpoints}; stop it before starting a cluster there"
+                )
+            time.sleep(0.1)
+
+    def _wait_leader(self, above: int, deadline: float) -> tuple[int, ServiceProcess]:
+        while True:
+            candidates = list(self.schedulers.values())
+            dead = [p for p in candidates if not p.alive and not p.stopped]
+            if dead:
+                raise ClusterError(
+                    "\n\n".join(
+                        p.describe_failure(f"{p.name} exited while waiting for a leader") for p in dead
+                    )
+                )
+            token, holder = self.fence()
+            proc = self.schedulers.get(holder)
+            if token > above and proc is not None and proc.alive:
+                return token, proc
+            if time.monotonic() >= deadline:
+                alive = [p for p in candidates if p.alive]
+                details = "\n\n".join(p.describe_failure("log") for p in alive) or "no scheduler is alive"
+                raise ClusterError(
+                    f"no scheduler raised the fence above {above} in time (fence: token {token}, "
+                    f"holder {holder!r}):\n{details}"
+                )
+            time.sleep(_POLL_SECONDS * 2)
+
+    def _wait_worker(self, proc: ServiceProcess, since: datetime | None, deadline: float) -> None:
+        worker_id = proc.name
+        while True:
+            if not proc.alive:
+                raise ClusterError(proc.describe_failure(f"worker {worker_id} exited before connecting"))
+            rows = self.fetch("SELECT state, last_seen_at FROM workers WHERE worker_id = $1", worker_id)
+            if rows and rows[0]["state"] == "active" and (since is None or rows[0]["last_seen_at"] >= since):
+                return
+            if time.monotonic() >= deadline:
+                registry = self.registry.describe_failure("registry log") if self.registry else ""
+                raise ClusterError(
+                    proc.describe_failure(
+                        f"worker {worker_id} did not connect to the registry at {self.registry_address} "
+                        f"in time (workers row: {rows[0] if rows else 'none'})"
+                    )
+                    + f"\n\n{registry}"
+                )
+            time.sleep(_POLL_SECONDS * 2)
+
+    # -- internals: misc ----------------------------------------------------------------------------
+
+    def _db_now(self) -> datetime:
+        value = self.fetchval("SELECT now()")
+        assert isinstance(value, datetime)
+        return value
+
+    def _require_running(self) -> None:
+        if not self._started or self.registry is None or not self.registry.alive:
+            raise ClusterError("the cluster is not running")
+
+    def _worker(self, worker_id: str) -> ServiceProcess:
+        try:
+            return self.workers[worker_id]
+        except KeyError:
+            raise ClusterError(f"no worker {worker_id!r}; workers: {', '.join(self.workers)}") from None
+
+    def _scheduler(self, identity: str) -> ServiceProcess:
+        try:
+            return self.schedulers[identity]
+        except KeyError:
+            raise ClusterError(
+                f"no scheduler {identity!r}; schedulers: {', '.join(self.schedulers)}"
+            ) from None
+
+    def _redacted_url(self) -> str:
+        head, sep, tail = self.database_url.rpartition("@")
+        return f"{head.split('://')[0]}://...@{tail}" if sep else self.database_url

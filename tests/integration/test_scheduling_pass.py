@@ -1,0 +1,134 @@
+"""One scheduling pass against the real store: materialise, queue in dependency order, finish runs."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_core.errors import FencedOut
+from schedd_store import dispatch, runs
+from schedd_store.dispatch import AttemptResult
+from schedd_store.fence import raise_fence
+
+from .helpers import leading_loop, registered_run, spec
+
+pytestmark = pytest.mark.integration
+
+DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
+
+
+async def _states(engine: AsyncEngine, dag_id: str, run_id: str = "r1") -> dict[str, str]:
+    run = await runs.get_run(engine, dag_id, run_id)
+    return {t.task_id: t.state for t in run.task_instances}
+
+
+async def _finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> list[str]:
+    claimed = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=100)
+    statuses = await dispatch.apply_results(engine, [
+        AttemptResult(ti_id=c.ti_id, attempt_id=c.attempt_id, succeeded=succeed, exit_code=0 if succeed else 1,
+                      error="", ended_at=datetime.now(UTC)) for c in claimed])
+    assert all(s is dispatch.ReportStatus.APPLIED for s in statuses)
+    return sorted(c.task_id for c in claimed)
+
+
+async def test_diamond_runs_in_dependency_order(engine: AsyncEngine) -> None:
+    run = await registered_run(engine, spec("diamond", DIAMOND))
+    loop = await leading_loop(engine)
+    assert await loop.evaluate([run.pk]) == 1
+    assert await _states(engine, "diamond") == {"a": "queued", "b": "none", "c": "none", "d": "none"}
+    assert await _finish_all_running(engine) == ["a"]
+    assert await loop.evaluate([run.pk]) == 2
+    assert await _finish_all_running(engine) == ["b", "c"]
+    assert await loop.evaluate([run.pk]) == 1
+    assert await _finish_all_running(engine) == ["d"]
+    await loop.evaluate([run.pk])
+    final = await runs.get_run(engine, "diamond", "r1")
+    assert final.state == "success"
+    assert final.ended_at is not None
+
+
+async def test_failure_propagates_and_fails_the_run(engine: AsyncEngine) -> None:
+    run = await registered_run(engine, spec("chain", {"a": [], "b": ["a"], "c": ["b"]}))
+    loop = await leading_loop(engine)
+    await loop.evaluate([run.pk])
+    await _finish_all_running(engine, succeed=False)
+    await loop.evaluate([run.pk])
+    assert await _states(engine, "chain") == {"a": "failed", "b": "upstream_failed", "c": "upstream_failed"}
+    assert (await runs.get_run(engine, "chain", "r1")).state == "failed"
+
+
+async def test_every_write_is_stamped_with_the_token(engine: AsyncEngine) -> None:
+    run = await registered_run(engine, spec("diamond", DIAMOND))
+    loop = await leading_loop(engine, token=42)
+    await loop.evaluate([run.pk])
+    async with engine.connect() as conn:
+        stamped = (await conn.execute(text(
+            "SELECT DISTINCT fence_token FROM task_instances UNION SELECT fence_token FROM dag_runs"))).all()
+    assert [r[0] for r in stamped] == [42]
+
+
+async def test_a_deposed_leader_pass_changes_nothing(engine: AsyncEngine) -> None:
+    run = await registered_run(engine, spec("diamond", DIAMOND))
+    old = await leading_loop(engine, token=1)
+    await raise_fence(engine, 2, "newer")
+    with pytest.raises(FencedOut):
+        await old.evaluate([run.pk])
+    assert await _states(engine, "diamond") == {}
+    assert (await runs.get_run(engine, "diamond", "r1")).state == "queued"
+
+
+async def test_concurrent_claims_never_hand_out_one_attempt_twice(engine: AsyncEngine) -> None:
+    wide = {f"t{i:03d}": [] for i in range(300)}
+    run = await registered_run(engine, spec("wide", wide))
+    loop = await leading_loop(engine)
+    assert await loop.evaluate([run.pk]) == 300
+
+    async def claimer(name: str) -> list[str]:
+        got: list[str] = []
+        while True:
+            batch = await dispatch.claim(engine, worker_id=name, queues=["default"], limit=7)
+            if not batch:
+                return got
+            got += [c.attempt_id for c in batch]
+
+    results = await asyncio.gather(*(claimer(f"w{i}") for i in range(4)))
+    everything = [a for r in results for a in r]
+    assert len(everything) == 300
+    assert len(set(everything)) == 300
+
+
+async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngine) -> None:
+    run = await registered_run(engine, spec("one", {"a": []}))
+    loop = await leading_loop(engine)
+    await loop.evaluate([run.pk])
+    (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=5)
+    now = datetime.now(UTC)
+    ok = AttemptResult(ti_id=claimed.ti_id, attempt_id=claimed.attempt_id, succeeded=True, exit_code=0, error="",
+                       ended_at=now)
+    stale = AttemptResult(ti_id=claimed.ti_id, attempt_id="00000000-0000-0000-0000-000000000000",
+                          succeeded=False, exit_code=1, error="late", ended_at=now)
+    assert await dispatch.apply_results(engine, [ok]) == [dispatch.ReportStatus.APPLIED]
+    assert await dispatch.apply_results(engine, [ok, stale]) == [
+        dispatch.ReportStatus.DUPLICATE, dispatch.ReportStatus.STALE]
+    # The contradicting report of the same attempt is stale too, and changes nothing.
+    flipped = AttemptResult(ti_id=ok.ti_id, attempt_id=ok.attempt_id, succeeded=False, exit_code=1, error="x",
+                            ended_at=now)
+    assert await dispatch.apply_results(engine, [flipped]) == [dispatch.ReportStatus.STALE]
+    assert await _states(engine, "one") == {"a": "success"}
+    async with engine.connect() as conn:
+        attempt = (await conn.execute(text("SELECT state, exit_code FROM task_attempts"))).one()
+    assert tuple(attempt) == ("success", 0)
+
+
+async def test_create_run_is_idempotent_per_request_id(engine: AsyncEngine) -> None:
+    from schedd_store import dags
+
+    await dags.register_dag(engine, spec("one", {"a": []}))
+    kwargs = dict(dag_id="one", run_type="manual", logical_date=datetime.now(UTC), conf={}, request_id="req-1")
+    first = await runs.create_run(engine, run_id="x1", **kwargs)  # type: ignore[arg-type]
+    again = await runs.create_run(engine, run_id="x2", **kwargs)  # type: ignore[arg-type]
+    assert again.run_id == first.run_id == "x1"
