@@ -27,14 +27,22 @@ class KeyValue:
 
 
 def parse_endpoints(endpoints: str) -> list[str]:
-    """``"a:2379,b:2379"`` -> ``["a:2379", "b:2379"]``; raises ValueError naming a malformed entry."""
+    """``"a:2379,http://b:2379"`` -> ``["a:2379", "b:2379"]``.
+
+    Blank entries are skipped. Raises ValueError naming the malformed entry: no port, a port out of
+    range, or a scheme other than ``http://`` (TLS is not supported); or when no entry is left.
+    """
     result = []
     for raw in endpoints.split(","):
-        item = raw.strip().removeprefix("http://")
+        item = raw.strip()
         if not item:
             continue
+        if "://" in item:
+            scheme, _, item = item.partition("://")
+            if scheme != "http":
+                raise ValueError(f"etcd endpoint {raw!r}: only http:// endpoints are supported")
         host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit():
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"etcd endpoint {raw!r} is not host:port")
         result.append(item)
     if not result:

@@ -82,17 +82,19 @@ def plan_run(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
 
 
 def _count(graph: DagGraph, tid: str, states: Mapping[str, TaskState]) -> UpstreamCounts:
-    success = failed = skipped = 0
+    success = failed = skipped = removed = 0
     for up in graph.nodes[tid].upstream:
         s = states[up]
-        if s is TaskState.SUCCESS:
+        if s is TaskState.REMOVED:
+            removed += 1  # a removed task no longer constrains its downstream tasks
+        elif s is TaskState.SUCCESS:
             success += 1
         elif s in (TaskState.FAILED, TaskState.UPSTREAM_FAILED):
             failed += 1
         elif s is TaskState.SKIPPED:
             skipped += 1
     return UpstreamCounts(
-        total=len(graph.nodes[tid].upstream), success=success, failed=failed, skipped=skipped
+        total=len(graph.nodes[tid].upstream) - removed, success=success, failed=failed, skipped=skipped
     )
 
 

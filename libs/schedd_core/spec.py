@@ -19,7 +19,7 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 
 #: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,249}$")
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,249}")
 
 MAX_TASKS = 10_000
 MAX_DEPTH = 1_000
@@ -31,7 +31,7 @@ def check_id(field: str, value: str) -> None:
     """Raise unless ``value`` is a valid schedd identifier."""
     if not value:
         raise InvalidArgument(field, "must not be empty")
-    if not ID_PATTERN.match(value):
+    if not ID_PATTERN.fullmatch(value):
         raise InvalidArgument(
             field,
             f"{value!r} is not a valid id: use letters, digits, '_', '-' or '.', start with a letter or "
@@ -98,7 +98,7 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
             raise InvalidArgument(f"{where}.shell.command", "must not be empty")
         if len(task.shell.command.encode()) > MAX_COMMAND_BYTES:
             raise InvalidArgument(f"{where}.shell.command", f"is longer than {MAX_COMMAND_BYTES} bytes")
-    if action == "python" and not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$", task.python.target):
+    if action == "python" and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", task.python.target, re.ASCII):
         raise InvalidArgument(f"{where}.python.target", "must look like 'package.module:function'")
     if task.retries < 0:
         raise InvalidArgument(f"{where}.retries", "must not be negative")
@@ -106,7 +106,8 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
         duration = getattr(task, name)
         if duration.seconds < 0 or duration.nanos < 0:
             raise InvalidArgument(f"{where}.{name}", "must not be negative")
-    if task.HasField("execution_timeout") and task.execution_timeout.ToTimedelta().total_seconds() <= 0:
+    timeout = task.execution_timeout
+    if task.HasField("execution_timeout") and (timeout.seconds, timeout.nanos) <= (0, 0):
         raise InvalidArgument(f"{where}.execution_timeout", "must be positive")
     if task.pool_slots < 0:
         raise InvalidArgument(f"{where}.pool_slots", "must not be negative")
@@ -117,7 +118,7 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
     if task.queue:
         check_id(f"{where}.queue", task.queue)
     for key in task.env:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise InvalidArgument(f"{where}.env", f"{key!r} is not a valid environment variable name")
 
 
@@ -143,9 +144,12 @@ def _depth(order: list[str], graph: Mapping[str, set[str]]) -> int:
 
 
 def canonical(spec: pb.DagSpec) -> pb.DagSpec:
-    """A copy of ``spec`` with order-insensitive lists sorted."""
+    """A copy of ``spec`` with order-insensitive lists (tasks, upstream ids, tags) sorted."""
     copy = pb.DagSpec()
     copy.CopyFrom(spec)
+    tasks = sorted(copy.tasks, key=lambda t: t.task_id)
+    del copy.tasks[:]
+    copy.tasks.extend(tasks)
     for task in copy.tasks:
         ups = sorted(set(task.upstream))
         del task.upstream[:]

@@ -24,9 +24,9 @@ schedulers can be added, stopped and killed one at a time (for chaos tests).
 The election key in etcd is fixed (``/schedd/scheduler/leader``), so two clusters on
 one etcd would compete for one leadership. ``start`` therefore refuses to run when
 another cluster of this process has live schedulers on the same etcd, and waits (bounded)
-until no leader key is left from earlier; ``stop`` deletes the key when one of this
-cluster's schedulers still holds it (after a SIGKILL, say) so the next cluster need not
-wait for the lease to expire.
+until no leader key is left from earlier; ``stop`` deletes the leader key when one of this
+cluster's (now dead) schedulers still holds it (after a SIGKILL, say), and their member
+keys, so the next cluster need not wait for the leases to expire.
 """
 
 from __future__ import annotations
@@ -48,17 +48,17 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs
 import grpc
+from aetcd import rpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from schedd_coord.client import EtcdClient
-from schedd_coord.election import LEADER_KEY, LeaderInfo
+from schedd_coord.election import LEADER_KEY, MEMBERS_PREFIX, LeaderInfo
 from schedd_devstack._process import (
     die_with_parent_prefix,
     kill_group,
     read_tail,
     register_running,
     run_coroutine_sync,
-    stop_process,
     unregister_running,
 )
 from schedd_devstack.binaries import DevstackError
@@ -120,6 +120,7 @@ class ServiceProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
         self._paused = False
+        self._term_sent = False
         #: monotonic time of the latest start
         self.started_at: float | None = None
         #: set by terminate() and kill(): the process was ended on purpose, not by a crash
@@ -176,6 +177,7 @@ class ServiceProcess:
             except OSError as exc:
                 raise ClusterError(f"cannot start {self.name} ({' '.join(self.argv)}): {exc}") from exc
         self._paused = False
+        self._term_sent = False
         self.stopped = False
         self.started_at = time.monotonic()
         register_running(self, self._stop_at_exit)
@@ -186,15 +188,33 @@ class ServiceProcess:
         A paused process is resumed after the SIGTERM so that it can act on it.
         Returns the exit status (None if never started). Idempotent.
         """
+        self.request_stop()
+        return self.wait_or_kill(self.stop_timeout if timeout is None else timeout)
+
+    def request_stop(self) -> None:
+        """Send SIGTERM once (plus SIGCONT when paused) without waiting; see :meth:`wait_or_kill`."""
+        if self.alive and not self._term_sent:
+            self._signal(signal.SIGTERM)
+            self._term_sent = True
+            if self._paused:
+                self._signal(signal.SIGCONT)
+                self._paused = False
+
+    def wait_or_kill(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` seconds for the process to exit, then SIGKILL its group; reap it."""
         proc = self._proc
         if proc is None:
             return None
         try:
+            try:
+                proc.wait(timeout=max(timeout, 0.0))
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
             if proc.poll() is None:
-                self._signal(signal.SIGTERM)
-                if self._paused:
-                    self._signal(signal.SIGCONT)
-            stop_process(proc, signal.SIGTERM, self.stop_timeout if timeout is None else timeout)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired as exc:
+                    raise ClusterError(f"{self.name} (pid {proc.pid}) outlived SIGKILL by 30 s") from exc
         finally:
             self._paused = False
             self.stopped = True
@@ -269,12 +289,10 @@ def terminate_all(processes: Iterable[ServiceProcess], timeout: float = DEFAULT_
     SIGKILLing whoever is left when it passes."""
     procs = [p for p in processes if p.alive]
     for p in procs:
-        p.send_signal(signal.SIGTERM)
-        if p.paused:
-            p.resume()
+        p.request_stop()
     deadline = time.monotonic() + timeout
     for p in procs:
-        p.terminate(max(deadline - time.monotonic(), 0.0))
+        p.wait_or_kill(deadline - time.monotonic())
 
 
 # -- the cluster --------------------------------------------------------------------------------------
@@ -531,16 +549,21 @@ class Cluster:
         return self._wait_leader(above, time.monotonic() + timeout)
 
     def release_election(self) -> bool:
-        """Delete the leader key if one of this cluster's schedulers holds it; whether it did.
-
-        Meant for when those schedulers are dead (a live leader would notice and campaign again).
+        """Delete the election keys this cluster's dead schedulers left in etcd (the leader key,
+        if one of them holds it, and their member keys) instead of waiting for their leases to
+        expire. Returns whether the leader key was deleted. Live schedulers' keys are left alone.
         """
+        dead = {identity for identity, proc in self.schedulers.items() if not proc.alive}
 
         async def release() -> bool:
             client = EtcdClient(self.etcd_endpoints)
             try:
+                for identity in dead:
+                    await client.kv.DeleteRange(
+                        rpc.DeleteRangeRequest(key=MEMBERS_PREFIX + identity.encode()), timeout=client.timeout
+                    )
                 kv = await client.get(LEADER_KEY)
-                if kv is None or LeaderInfo.from_kv(kv).identity not in self.schedulers:
+                if kv is None or LeaderInfo.from_kv(kv).identity not in dead:
                     return False
                 return await client.delete_if_created_at(LEADER_KEY, kv.create_revision)
             finally:
@@ -579,7 +602,11 @@ class Cluster:
         self.api = self._process(
             "api",
             "schedd_api.main",
-            {"SCHEDD_DATABASE_URL": self.database_url, "SCHEDD_API_LISTEN": self.api_address},
+            {
+                "SCHEDD_DATABASE_URL": self.database_url,
+                "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,  # for the leader status
+                "SCHEDD_API_LISTEN": self.api_address,
+            },
         )
         self.api.start()
 

@@ -1,0 +1,249 @@
+"""``make run``: a whole schedd on this machine, with the examples registered and one run done.
+
+``python -m schedd_devstack.run_local`` starts PostgreSQL and etcd with their data in
+``.schedd/`` under the current directory (kept, so DAGs and runs survive a restart),
+migrates the database, starts the api, the registry, one scheduler and two workers
+(logs in ``.schedd/logs/``), registers every ``examples/*.yaml`` with ``schedctl``,
+triggers ``diamond`` and waits for it, and then prints how to use ``schedctl`` against
+the running stack. It keeps running until Ctrl-C or SIGTERM and then stops everything
+it started. Exit status: 0 after a requested stop, 1 when a step fails or a service
+dies (the message says which, with its log tail).
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from schedd_devstack.binaries import DevstackError
+from schedd_devstack.ports import port_is_free
+from schedd_devstack.services import Cluster, ServiceProcess
+from schedd_devstack.stack import DevStack
+
+DEFAULT_DIR = Path(".schedd")
+DEFAULT_API_PORT = 50051  # schedctl's default address; used when free
+SCHEDCTL_TIMEOUT = 60.0
+RUN_WAIT_TIMEOUT = 120.0
+_POLL_SECONDS = 0.5
+
+console = Console(highlight=False)
+
+
+class _StopRequested(Exception):
+    """Raised by the signal handler to unwind whatever step is running."""
+
+
+class StepFailed(Exception):
+    """A step of the start-up failed; the message says which and why."""
+
+
+def _examples_dir() -> Path:
+    """``./examples`` when run from a checkout (``make run``), else the one next to this package."""
+    here = Path("examples")
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / "examples"
+
+
+def _schedctl(
+    api: str, *args: str, capture: bool = True, timeout: float = SCHEDCTL_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "schedctl.main", "--api", api, *args],
+        capture_output=capture,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _step(message: str) -> None:
+    console.print(f"[bold cyan]==>[/bold cyan] {message}")
+
+
+def _ok(message: str) -> None:
+    console.print(f"    [green]ok[/green] {message}")
+
+
+def _register_examples(api: str, examples: Path) -> list[str]:
+    files = sorted(examples.glob("*.yaml"))
+    if not files:
+        raise StepFailed(f"no examples/*.yaml found in {examples.resolve()}")
+    registered = []
+    for path in files:
+        result = _schedctl(api, "dags", "register", str(path))
+        if result.returncode != 0:
+            raise StepFailed(
+                f"registering {path} failed (schedctl exit {result.returncode}):\n"
+                f"{(result.stderr or result.stdout).strip()}"
+            )
+        _ok(f"{escape(path.name)}: {escape(result.stdout.strip())}")
+        registered.append(path.stem)
+    return registered
+
+
+def _trigger_diamond(api: str) -> None:
+    # schedctl prints the run table itself; let it write straight to the terminal.
+    result = _schedctl(
+        api,
+        "runs",
+        "trigger",
+        "diamond",
+        "--wait",
+        "--wait-timeout",
+        str(RUN_WAIT_TIMEOUT),
+        capture=False,
+        timeout=RUN_WAIT_TIMEOUT + SCHEDCTL_TIMEOUT,
+    )
+    if result.returncode != 0:
+        raise StepFailed(
+            f"the diamond run did not succeed (schedctl exit {result.returncode}); "
+            "see the table above and the logs in the log directory"
+        )
+
+
+def _print_usage(cluster: Cluster, stack: DevStack, log_dir: Path) -> None:
+    env = cluster.env()
+    lines = [
+        "",
+        "[bold green]schedd is running.[/bold green] In another shell:",
+        "",
+        f"  export SCHEDD_API={shlex.quote(env['SCHEDD_API'])}",
+        "  schedctl dags list",
+        "  schedctl runs trigger diamond --wait",
+        "  schedctl runs list",
+        "  schedctl runs get diamond/RUN_ID -o json",
+        "  schedctl leader",
+        "",
+        "For tools that talk to the stores directly:",
+        f"  export SCHEDD_DATABASE_URL={shlex.quote(env['SCHEDD_DATABASE_URL'])}",
+        f"  export SCHEDD_ETCD_ENDPOINTS={shlex.quote(env['SCHEDD_ETCD_ENDPOINTS'])}",
+        "",
+        f"Service logs: {log_dir}/*.log   PostgreSQL and etcd: {stack.base_dir}",
+        "Press [bold]Ctrl-C[/bold] to stop everything.",
+    ]
+    console.print("\n".join(lines))
+
+
+def _describe_dead(procs: list[ServiceProcess], servers: list[str]) -> str:
+    parts = [p.describe_failure(f"{p.name} exited unexpectedly") for p in procs]
+    parts += [f"{name} exited unexpectedly" for name in servers]
+    return "\n\n".join(parts)
+
+
+def run(
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Where PostgreSQL, etcd and the service logs keep their data.")
+    ] = DEFAULT_DIR,
+    workers: Annotated[int, typer.Option(min=0, help="How many workers to start.")] = 2,
+    schedulers: Annotated[int, typer.Option(min=1, help="How many scheduler replicas to start.")] = 1,
+) -> None:
+    """Run PostgreSQL, etcd and every schedd service locally until Ctrl-C."""
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop_requested.is_set():
+            return  # already stopping: let the bounded stop finish
+        stop_requested.set()
+        raise _StopRequested(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stack = DevStack(directory, durable=True)
+    cluster: Cluster | None = None
+    exit_code = 0
+    try:
+        _step(f"starting PostgreSQL and etcd (data in {directory}/)")
+        began = time.monotonic()
+        stack.start()
+        _ok(f"PostgreSQL on port {stack.postgres.port}, etcd at {stack.etcd.endpoint} ({_since(began)})")
+
+        log_dir = stack.base_dir / "logs"
+        api_port = DEFAULT_API_PORT if port_is_free(DEFAULT_API_PORT) else None
+        cluster = Cluster(
+            stack.postgres.url,
+            stack.etcd.endpoint,
+            log_dir,
+            schedulers=schedulers,
+            workers=workers,
+            api_port=api_port,
+        )
+        _step("migrating the database")
+        began = time.monotonic()
+        cluster.migrate()
+        _ok(f"schema at head ({_since(began)})")
+
+        services = f"{_plural(schedulers, 'scheduler')} and {_plural(workers, 'worker')}"
+        _step(f"starting the api, the registry, {services}")
+        began = time.monotonic()
+        cluster.start(migrate=False)
+        leader = cluster.leader()
+        _ok(
+            f"api at {cluster.api_address}, registry at {cluster.registry_address}, "
+            f"leader {leader.name if leader else '?'}, workers {', '.join(cluster.workers) or '-'} "
+            f"({_since(began)})"
+        )
+
+        examples = _examples_dir()
+        _step(f"registering the examples in {examples}")
+        registered = _register_examples(cluster.api_address, examples)
+        if "diamond" not in registered:
+            raise StepFailed(f"{examples}/diamond.yaml is missing; it is the example run at start-up")
+
+        _step("triggering diamond and waiting for it")
+        if workers == 0:
+            console.print("    [yellow]no workers: skipping the run[/yellow]")
+        else:
+            _trigger_diamond(cluster.api_address)
+
+        _print_usage(cluster, stack, log_dir)
+        while not stop_requested.wait(_POLL_SECONDS):
+            dead, dead_servers = cluster.dead(), stack.dead()
+            if dead or dead_servers:
+                raise StepFailed(_describe_dead(dead, dead_servers) + "\nstopping everything")
+    except _StopRequested as exc:
+        console.print(f"\nreceived {exc}; stopping")
+    except (StepFailed, DevstackError) as exc:
+        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+        exit_code = 1
+    except subprocess.TimeoutExpired as exc:
+        console.print(f"[bold red]error:[/bold red] {escape(' '.join(map(str, exc.cmd)))} timed out")
+        exit_code = 1
+    finally:
+        stop_requested.set()  # from here on, further signals are ignored
+        try:
+            _step("stopping")
+            if cluster is not None:
+                cluster.stop()
+            stack.stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    console.print("stopped" if exit_code == 0 else "stopped after an error")
+    raise typer.Exit(exit_code)
+
+
+def _since(began: float) -> str:
+    return f"{time.monotonic() - began:.1f}s"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def main() -> None:
+    typer.run(run)
+
+
+if __name__ == "__main__":
+    main()

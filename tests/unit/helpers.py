@@ -1,0 +1,55 @@
+"""Builders shared by the unit tests: small DAG specs and planner snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hypothesis import strategies as st
+
+from schedd.v1 import resources_pb2 as pb
+from schedd_core.graph import DagGraph
+from schedd_core.planner import TaskSnapshot
+from schedd_core.states import TaskState
+
+
+def task(task_id: str, *upstream: str, **options: Any) -> pb.TaskSpec:
+    """A shell task running ``true`` unless ``options`` name another action."""
+    if "shell" not in options and "python" not in options:
+        options["shell"] = pb.ShellCommand(command="true")
+    return pb.TaskSpec(task_id=task_id, upstream=list(upstream), **options)
+
+
+def dag(*tasks: pb.TaskSpec, dag_id: str = "d", **options: Any) -> pb.DagSpec:
+    return pb.DagSpec(dag_id=dag_id, tasks=list(tasks), **options)
+
+
+def graph(*tasks: pb.TaskSpec) -> DagGraph:
+    return DagGraph.from_spec(dag(*tasks))
+
+
+def snaps(
+    states: Mapping[str, TaskState], *, retry_due: frozenset[str] = frozenset()
+) -> dict[str, TaskSnapshot]:
+    return {tid: TaskSnapshot(state, retry_due=tid in retry_due) for tid, state in states.items()}
+
+
+TRIGGER_RULES: tuple[int, ...] = tuple(v for v in pb.TriggerRule.values() if v != pb.TRIGGER_RULE_UNSPECIFIED)
+
+
+@st.composite
+def dag_specs(draw: st.DrawFn, *, max_tasks: int = 12, trigger_rules: bool = False) -> pb.DagSpec:
+    """Random acyclic DAGs: task ``t{j}`` may depend only on tasks ``t{i}`` with ``i < j``.
+
+    Upstream lists and the order of tasks in the spec are shuffled, so nothing depends on the
+    spec listing tasks upstream-first.
+    """
+    n = draw(st.integers(min_value=1, max_value=max_tasks))
+    tasks = []
+    for j in range(n):
+        ups: list[int] = draw(st.lists(st.integers(0, j - 1), unique=True, max_size=4)) if j else []
+        options: dict[str, Any] = {}
+        if trigger_rules:
+            options["trigger_rule"] = draw(st.sampled_from(TRIGGER_RULES))
+        tasks.append(task(f"t{j}", *(f"t{i}" for i in ups), **options))
+    return dag(*draw(st.permutations(tasks)))
