@@ -53,6 +53,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from schedd_coord.client import EtcdClient
 from schedd_coord.election import LEADER_KEY, MEMBERS_PREFIX, LeaderInfo
+from schedd_coord.errors import CoordinationError
 from schedd_devstack._process import (
     die_with_parent_prefix,
     kill_group,
@@ -306,6 +307,7 @@ def _service_env(base: Mapping[str, str] | None) -> dict[str, str]:
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not k.startswith("SCHEDD_")}
     env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("_TYPER_STANDARD_TRACEBACK", "1")  # plain tracebacks: compact, greppable log tails
     return env
 
 
@@ -383,7 +385,8 @@ class Cluster:
         return [*servers, *self.schedulers.values(), *self.workers.values()]
 
     def dead(self) -> list[ServiceProcess]:
-        """Processes that exited although nobody stopped or killed them through this cluster."""
+        """Processes that exited on their own: not through ``terminate``/``kill`` (or the cluster's
+        ``stop_*``/``kill_*`` methods, which use them)."""
         return [p for p in self.processes if p.started_at is not None and not p.alive and not p.stopped]
 
     def env(self) -> dict[str, str]:
@@ -474,6 +477,12 @@ class Cluster:
                 self._wait_leader(token_before, deadline)
             for proc in new_workers:
                 self._wait_worker(proc, db_now, deadline)
+        except (CoordinationError, OSError, asyncpg.PostgresError) as exc:
+            self.stop()
+            raise ClusterError(
+                f"cluster start-up failed talking to PostgreSQL ({self._redacted_url()}) or etcd "
+                f"({self.etcd_endpoints}): {type(exc).__name__}: {exc}"
+            ) from exc
         except BaseException:
             self.stop()
             raise

@@ -39,6 +39,8 @@ class AttemptResult:
     exit_code: int
     error: str
     ended_at: datetime
+    #: When the worker started the attempt's process; None keeps the claim time.
+    started_at: datetime | None = None
 
 
 class ReportStatus(enum.Enum):
@@ -86,6 +88,7 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
         "targets": ["success" if r.succeeded else "failed" for r in results],
         "exit_codes": [r.exit_code for r in results],
         "errors": [r.error for r in results],
+        "started": [r.started_at for r in results],
         "ended": [r.ended_at for r in results],
     }
     async with engine.begin() as conn:

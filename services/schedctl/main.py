@@ -16,6 +16,7 @@ from typing import Annotated, NoReturn
 
 import grpc
 import typer
+from rich.markup import escape
 
 from schedctl import output
 from schedctl.client import ApiClient
@@ -68,7 +69,7 @@ def use_format(value: Format | None) -> None:
 
 
 def fail(code: int, message: str) -> NoReturn:
-    output.err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    output.err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 

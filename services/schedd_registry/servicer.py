@@ -121,6 +121,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 exit_code=result.exit_code,
                 error=result.error[:4000],
                 ended_at=convert.from_ts(result.end_time),
+                started_at=convert.from_ts(result.start_time) if result.HasField("start_time") else None,
             )
         )
         code = _ACK_CODE[status]
