@@ -98,7 +98,9 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
             raise InvalidArgument(f"{where}.shell.command", "must not be empty")
         if len(task.shell.command.encode()) > MAX_COMMAND_BYTES:
             raise InvalidArgument(f"{where}.shell.command", f"is longer than {MAX_COMMAND_BYTES} bytes")
-    if action == "python" and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", task.python.target, re.ASCII):
+    if action == "python" and not re.fullmatch(
+        r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", task.python.target, re.ASCII
+    ):
         raise InvalidArgument(f"{where}.python.target", "must look like 'package.module:function'")
     if task.retries < 0:
         raise InvalidArgument(f"{where}.retries", "must not be negative")

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -370,6 +371,8 @@ class Cluster:
         self.registry_address = ""
         #: by identity (``scheduler-N-TAG``), in start order
         self.schedulers: dict[str, ServiceProcess] = {}
+        #: metrics address (host:port) by scheduler identity
+        self.scheduler_metrics: dict[str, str] = {}
         #: by worker id (``worker-N``), in start order
         self.workers: dict[str, ServiceProcess] = {}
         self._scheduler_seq = 0
@@ -539,11 +542,25 @@ class Cluster:
 
     # -- schedulers ---------------------------------------------------------------------------------
 
-    def add_scheduler(self) -> ServiceProcess:
+    def add_scheduler(self, *, etcd_endpoints: str | None = None) -> ServiceProcess:
         """Start one more scheduler replica (identity ``scheduler-N-TAG``); it campaigns at once.
-        Does not wait: with a leader in place it stays a standby."""
+        Does not wait: with a leader in place it stays a standby. ``etcd_endpoints`` overrides the
+        cluster's (e.g. a proxy that a partition test can cut)."""
         self._require_running()
-        return self._spawn_scheduler()
+        return self._spawn_scheduler(etcd_endpoints)
+
+    def scheduler_is_leader(self, identity: str) -> bool | None:
+        """What the replica's own ``schedd_scheduler_is_leader`` metric says; None when unreachable."""
+        url = f"http://{self.scheduler_metrics[identity]}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("schedd_scheduler_is_leader "):
+                return float(line.split()[1]) == 1.0
+        return None
 
     def stop_scheduler(self, identity: str, timeout: float | None = None) -> int | None:
         """Graceful stop: a leader finishes its pass and resigns, so a standby takes over at once."""
@@ -633,19 +650,22 @@ class Cluster:
         )
         self.registry.start()
 
-    def _spawn_scheduler(self) -> ServiceProcess:
+    def _spawn_scheduler(self, etcd_endpoints: str | None = None) -> ServiceProcess:
         self._scheduler_seq += 1
         identity = f"scheduler-{self._scheduler_seq}-{self.tag}"
+        metrics = f"{LOCALHOST}:{free_port()}"
         proc = self._process(
             f"scheduler-{self._scheduler_seq}",
             "schedd_scheduler.main",
             {
                 "SCHEDD_DATABASE_URL": self.database_url,
-                "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
+                "SCHEDD_ETCD_ENDPOINTS": etcd_endpoints or self.etcd_endpoints,
                 "SCHEDD_SCHEDULER_ID": identity,
+                "SCHEDD_METRICS_LISTEN": metrics,
             },
         )
         self.schedulers[identity] = proc
+        self.scheduler_metrics[identity] = metrics
         proc.start()
         return proc
 

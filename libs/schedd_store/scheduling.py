@@ -133,6 +133,8 @@ async def apply_plans(
             raise IllegalTransition(f"run {pk} could not move to {state.value}")
     for queue in sorted(queues):
         await conn.execute(sql.NOTIFY, {"channel": channels.QUEUED, "payload": queue})
+    if plans:
+        await conn.execute(sql.RECORD_PASS, {"token": token, "runs": len(plans), "queued": queued})
     return queued
 
 

@@ -161,6 +161,9 @@ FINISH_RUN = _sql(
 
 NOTIFY = _sql("SELECT pg_notify(:channel, :payload)")
 
+#: Appends to the pass log; the last statement of every scheduling pass that changed anything.
+RECORD_PASS = _sql("INSERT INTO scheduler_passes (token, runs, queued) VALUES (:token, :runs, :queued)")
+
 # --- dispatch (registry) ---------------------------------------------------------------------------
 
 #: Claims up to :limit queued task instances of the given queues for one worker, highest priority

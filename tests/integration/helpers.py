@@ -17,16 +17,26 @@ from schedd_store.versions import VersionCache
 
 def spec(dag_id: str, edges: dict[str, list[str]]) -> pb.DagSpec:
     """A spec of no-op shell tasks; ``edges`` maps each task id to its upstream ids."""
-    return pb.DagSpec(dag_id=dag_id, tasks=[
-        pb.TaskSpec(task_id=tid, upstream=ups, shell=pb.ShellCommand(command="true"))
-        for tid, ups in edges.items()
-    ])
+    return pb.DagSpec(
+        dag_id=dag_id,
+        tasks=[
+            pb.TaskSpec(task_id=tid, upstream=ups, shell=pb.ShellCommand(command="true"))
+            for tid, ups in edges.items()
+        ],
+    )
 
 
 async def registered_run(engine: AsyncEngine, dag: pb.DagSpec, run_id: str = "r1") -> RunRecord:
     await dags.register_dag(engine, dag)
-    return await runs.create_run(engine, dag_id=dag.dag_id, run_id=run_id, run_type="manual",
-                                 logical_date=datetime.now(UTC), conf={}, request_id=None)
+    return await runs.create_run(
+        engine,
+        dag_id=dag.dag_id,
+        run_id=run_id,
+        run_type="manual",
+        logical_date=datetime.now(UTC),
+        conf={},
+        request_id=None,
+    )
 
 
 async def leading_loop(engine: AsyncEngine, token: int = 1) -> SchedulingLoop:

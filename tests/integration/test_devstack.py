@@ -11,6 +11,7 @@ from pathlib import Path
 import aetcd
 import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs
 import pytest
+
 from schedd_devstack import DevStack, LocalEtcd, LocalPostgres
 from schedd_devstack.postgres import asyncpg_dsn
 from schedd_devstack.stack import DATABASE_URL_ENV, ETCD_ENDPOINTS_ENV, make_base_dir

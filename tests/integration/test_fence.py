@@ -22,8 +22,9 @@ MARKS = text("SELECT payload->>'token' AS token FROM outbox WHERE topic = 'test'
 
 async def _wait_until_blocked_on_lock(engine: AsyncEngine, application_name: str) -> None:
     """Poll (bounded) until a backend of ``application_name`` waits for a lock."""
-    query = text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :app "
-                 "AND wait_event_type = 'Lock'")
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app AND wait_event_type = 'Lock'"
+    )
     async with asyncio.timeout(10):
         while True:
             async with engine.connect() as conn:

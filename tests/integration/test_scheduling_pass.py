@@ -28,9 +28,20 @@ async def _states(engine: AsyncEngine, dag_id: str, run_id: str = "r1") -> dict[
 
 async def _finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> list[str]:
     claimed = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=100)
-    statuses = await dispatch.apply_results(engine, [
-        AttemptResult(ti_id=c.ti_id, attempt_id=c.attempt_id, succeeded=succeed, exit_code=0 if succeed else 1,
-                      error="", ended_at=datetime.now(UTC)) for c in claimed])
+    statuses = await dispatch.apply_results(
+        engine,
+        [
+            AttemptResult(
+                ti_id=c.ti_id,
+                attempt_id=c.attempt_id,
+                succeeded=succeed,
+                exit_code=0 if succeed else 1,
+                error="",
+                ended_at=datetime.now(UTC),
+            )
+            for c in claimed
+        ],
+    )
     assert all(s is dispatch.ReportStatus.APPLIED for s in statuses)
     return sorted(c.task_id for c in claimed)
 
@@ -66,8 +77,11 @@ async def test_every_write_is_stamped_with_the_token(engine: AsyncEngine) -> Non
     loop = await leading_loop(engine, token=42)
     await loop.evaluate([run.pk])
     async with engine.connect() as conn:
-        stamped = (await conn.execute(text(
-            "SELECT DISTINCT fence_token FROM task_instances UNION SELECT fence_token FROM dag_runs"))).all()
+        stamped = (
+            await conn.execute(
+                text("SELECT DISTINCT fence_token FROM task_instances UNION SELECT fence_token FROM dag_runs")
+            )
+        ).all()
     assert [r[0] for r in stamped] == [42]
 
 
@@ -82,7 +96,7 @@ async def test_a_deposed_leader_pass_changes_nothing(engine: AsyncEngine) -> Non
 
 
 async def test_concurrent_claims_never_hand_out_one_attempt_twice(engine: AsyncEngine) -> None:
-    wide = {f"t{i:03d}": [] for i in range(300)}
+    wide: dict[str, list[str]] = {f"t{i:03d}": [] for i in range(300)}
     run = await registered_run(engine, spec("wide", wide))
     loop = await leading_loop(engine)
     assert await loop.evaluate([run.pk]) == 300
@@ -107,16 +121,31 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
     await loop.evaluate([run.pk])
     (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=5)
     now = datetime.now(UTC)
-    ok = AttemptResult(ti_id=claimed.ti_id, attempt_id=claimed.attempt_id, succeeded=True, exit_code=0, error="",
-                       ended_at=now)
-    stale = AttemptResult(ti_id=claimed.ti_id, attempt_id="00000000-0000-0000-0000-000000000000",
-                          succeeded=False, exit_code=1, error="late", ended_at=now)
+    ok = AttemptResult(
+        ti_id=claimed.ti_id,
+        attempt_id=claimed.attempt_id,
+        succeeded=True,
+        exit_code=0,
+        error="",
+        ended_at=now,
+    )
+    stale = AttemptResult(
+        ti_id=claimed.ti_id,
+        attempt_id="00000000-0000-0000-0000-000000000000",
+        succeeded=False,
+        exit_code=1,
+        error="late",
+        ended_at=now,
+    )
     assert await dispatch.apply_results(engine, [ok]) == [dispatch.ReportStatus.APPLIED]
     assert await dispatch.apply_results(engine, [ok, stale]) == [
-        dispatch.ReportStatus.DUPLICATE, dispatch.ReportStatus.STALE]
+        dispatch.ReportStatus.DUPLICATE,
+        dispatch.ReportStatus.STALE,
+    ]
     # The contradicting report of the same attempt is stale too, and changes nothing.
-    flipped = AttemptResult(ti_id=ok.ti_id, attempt_id=ok.attempt_id, succeeded=False, exit_code=1, error="x",
-                            ended_at=now)
+    flipped = AttemptResult(
+        ti_id=ok.ti_id, attempt_id=ok.attempt_id, succeeded=False, exit_code=1, error="x", ended_at=now
+    )
     assert await dispatch.apply_results(engine, [flipped]) == [dispatch.ReportStatus.STALE]
     assert await _states(engine, "one") == {"a": "success"}
     async with engine.connect() as conn:
@@ -128,7 +157,9 @@ async def test_create_run_is_idempotent_per_request_id(engine: AsyncEngine) -> N
     from schedd_store import dags
 
     await dags.register_dag(engine, spec("one", {"a": []}))
-    kwargs = dict(dag_id="one", run_type="manual", logical_date=datetime.now(UTC), conf={}, request_id="req-1")
+    kwargs = dict(
+        dag_id="one", run_type="manual", logical_date=datetime.now(UTC), conf={}, request_id="req-1"
+    )
     first = await runs.create_run(engine, run_id="x1", **kwargs)  # type: ignore[arg-type]
     again = await runs.create_run(engine, run_id="x2", **kwargs)  # type: ignore[arg-type]
     assert again.run_id == first.run_id == "x1"
