@@ -8,7 +8,7 @@ GEN_DIR := libs
 
 .PHONY: install run test test-fast test-chaos lint protos bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(wildcard libs/*/__init__.py services/*/__init__.py)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,local]'

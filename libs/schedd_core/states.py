@@ -45,7 +45,8 @@ TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
         {T.SCHEDULED, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.UP_FOR_RETRY, T.REMOVED}
     ),  # a clear
     T.SCHEDULED: frozenset({T.NONE, T.UP_FOR_RETRY}),
-    T.QUEUED: frozenset({T.NONE, T.SCHEDULED, T.UP_FOR_RETRY}),
+    # RUNNING -> QUEUED: the attempt was lost with its worker and runs again.
+    T.QUEUED: frozenset({T.NONE, T.SCHEDULED, T.UP_FOR_RETRY, T.RUNNING}),
     T.RUNNING: frozenset({T.QUEUED}),
     T.SUCCESS: frozenset(
         {T.RUNNING, T.NONE, T.SCHEDULED, T.QUEUED, T.FAILED, T.UPSTREAM_FAILED, T.SKIPPED, T.UP_FOR_RETRY}

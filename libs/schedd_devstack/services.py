@@ -683,7 +683,7 @@ class Cluster:
                 "SCHEDD_REGISTRY": self.registry_address,
                 "SCHEDD_WORKER_ID": worker_id,
                 "SCHEDD_WORKER_CAPACITY": str(capacity or self.worker_capacity),
-                "SCHEDD_PYTHON": self.python,
+                "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
             },
         )
         self.workers[worker_id] = proc

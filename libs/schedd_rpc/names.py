@@ -31,3 +31,20 @@ def parse_run_name(name: str, field: str = "name") -> tuple[str, str]:
             field, f"{name!r} is not a run name; expected 'dags/{{dag_id}}/runs/{{run_id}}'"
         )
     return parts[1], parts[3]
+
+
+def parse_task_name(name: str, field: str = "name") -> tuple[str, str, str]:
+    parts = name.split("/")
+    if len(parts) != 6 or parts[0] != "dags" or parts[2] != "runs" or parts[4] != "tasks" or not all(parts):
+        raise InvalidArgument(
+            field,
+            f"{name!r} is not a task name; expected 'dags/{{dag_id}}/runs/{{run_id}}/tasks/{{task_id}}'",
+        )
+    return parts[1], parts[3], parts[5]
+
+
+def parse_worker_name(name: str, field: str = "name") -> str:
+    parts = name.split("/")
+    if len(parts) != 2 or parts[0] != "workers" or not parts[1]:
+        raise InvalidArgument(field, f"{name!r} is not a worker name; expected 'workers/{{worker_id}}'")
+    return parts[1]

@@ -8,6 +8,10 @@ from collections.abc import Iterable
 RUNS = "schedd_runs"
 #: Task instances were queued. Payload: the queue name.
 QUEUED = "schedd_queued"
+#: Attempts were marked lost; the leader should fail them over now. Payload: empty.
+LOST = "schedd_lost"
+#: A drain was requested for a worker. Payload: the worker id.
+WORKERS = "schedd_workers"
 
 #: PostgreSQL refuses payloads of 8000 bytes or more.
 MAX_PAYLOAD = 7900

@@ -1,9 +1,12 @@
-"""The registry's side of the store: worker records, claims and attempt results.
+"""The registry's side of the store: workers, claims, heartbeats, results and logs.
 
 Claims use ``FOR UPDATE SKIP LOCKED``, so any number of registries can claim
-side by side and no attempt is handed out twice. Results are conditional on the
-attempt id: a report of a superseded attempt changes nothing and comes back as
-stale; a repeated report of an applied result comes back as applied.
+side by side and no attempt is handed out twice. Every report is conditional on
+the attempt id it names: a report of a superseded attempt changes nothing and
+comes back as stale; a repeated report of an applied result comes back as a
+duplicate. Attempts found lost (abandoned by their worker, or missing from a
+reconnecting worker's list) are only *marked* here; the leading scheduler fails
+them over, fenced, on the ``schedd_lost`` notification.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_store import channels
 from schedd_store import statements as sql
+
+#: Captured output kept per attempt; later chunks are dropped.
+MAX_LOG_BYTES_PER_ATTEMPT = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -27,8 +34,17 @@ class ClaimedAttempt:
     attempt_id: str
     dag_id: str
     run_id: str
+    run_pk: int
     logical_date: datetime
     dag_version_id: int
+    conf: dict[str, Any]
+
+
+class Outcome(enum.Enum):
+    SUCCEEDED = "success"
+    FAILED = "failed"
+    #: The worker stopped the attempt before it finished; it is lost and runs again.
+    ABANDONED = "abandoned"
 
 
 @dataclass(frozen=True)
@@ -41,6 +57,23 @@ class AttemptResult:
     ended_at: datetime
     #: When the worker started the attempt's process; None keeps the claim time.
     started_at: datetime | None = None
+    #: JSON of the value the task returned; "" for none.
+    result_json: str = ""
+    abandoned: bool = False
+
+
+@dataclass(frozen=True)
+class AttemptRef:
+    ti_id: int
+    attempt_id: str
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    ti_id: int
+    attempt_id: str
+    offset: int
+    data: str
 
 
 class ReportStatus(enum.Enum):
@@ -68,47 +101,122 @@ async def claim(
             attempt_id=str(r.attempt_id),
             dag_id=r.dag_id,
             run_id=r.run_id,
+            run_pk=r.run_pk,
             logical_date=r.logical_date,
             dag_version_id=r.dag_version_id,
+            conf=r.conf or {},
         )
         for r in rows
     ]
 
 
+async def upstream_results(
+    conn: AsyncConnection, run_pks: Sequence[int], task_ids: Sequence[str]
+) -> dict[tuple[int, str], Any]:
+    """Stored result values of the given tasks in the given runs, by (run pk, task id)."""
+    if not run_pks or not task_ids:
+        return {}
+    rows = (
+        await conn.execute(
+            sql.UPSTREAM_RESULTS, {"run_pks": list(set(run_pks)), "task_ids": list(set(task_ids))}
+        )
+    ).all()
+    return {(r.run_pk, r.task_id): r.result for r in rows}
+
+
 async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -> list[ReportStatus]:
     """Apply a batch of attempt results in one transaction and wake the scheduler for their runs.
 
-    Returns one status per result, in order.
+    Returns one status per result, in order. Abandoned attempts are marked lost (the scheduler
+    fails them over) and count as applied.
     """
     if not results:
         return []
+    finished = [r for r in results if not r.abandoned]
+    abandoned = [r for r in results if r.abandoned]
     params = {
-        "ti_ids": [r.ti_id for r in results],
-        "attempt_ids": [r.attempt_id for r in results],
-        "targets": ["success" if r.succeeded else "failed" for r in results],
-        "exit_codes": [r.exit_code for r in results],
-        "errors": [r.error for r in results],
-        "started": [r.started_at for r in results],
-        "ended": [r.ended_at for r in results],
+        "ti_ids": [r.ti_id for r in finished],
+        "attempt_ids": [r.attempt_id for r in finished],
+        "targets": ["success" if r.succeeded else "failed" for r in finished],
+        "exit_codes": [r.exit_code for r in finished],
+        "errors": [r.error for r in finished],
+        "started": [r.started_at for r in finished],
+        "ended": [r.ended_at for r in finished],
+        "results": [r.result_json or None for r in finished],
     }
+    applied: dict[str, int] = {}
+    lost: set[int] = set()
     async with engine.begin() as conn:
-        applied = {str(r.attempt_id): r.run_pk for r in (await conn.execute(sql.APPLY_RESULTS, params)).all()}
-        for payload in channels.encode_ids(sorted(set(applied.values()))):
-            await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
-        rest = [r for r in results if r.attempt_id not in applied]
+        if finished:
+            applied = {
+                str(r.attempt_id): r.run_pk for r in (await conn.execute(sql.APPLY_RESULTS, params)).all()
+            }
+            for payload in channels.encode_ids(sorted(set(applied.values()))):
+                await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
+        if abandoned:
+            lost = set(await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id) for r in abandoned]))
+        rest = [r for r in finished if r.attempt_id not in applied]
         current = {}
         if rest:
             rows = (await conn.execute(sql.CURRENT_ATTEMPTS, {"ids": [r.ti_id for r in rest]})).all()
             current = {row.id: (str(row.attempt_id), row.state) for row in rows}
     statuses = []
     for r in results:
-        if r.attempt_id in applied:
+        if r.attempt_id in applied or (r.abandoned and r.ti_id in lost):
             statuses.append(ReportStatus.APPLIED)
-        elif current.get(r.ti_id) == (r.attempt_id, "success" if r.succeeded else "failed"):
+        elif not r.abandoned and current.get(r.ti_id) == (
+            r.attempt_id,
+            "success" if r.succeeded else "failed",
+        ):
             statuses.append(ReportStatus.DUPLICATE)
         else:
             statuses.append(ReportStatus.STALE)
     return statuses
+
+
+async def _mark_lost(conn: AsyncConnection, attempts: Sequence[AttemptRef]) -> list[int]:
+    rows = (
+        await conn.execute(
+            sql.MARK_ATTEMPTS_LOST,
+            {"ti_ids": [a.ti_id for a in attempts], "attempt_ids": [a.attempt_id for a in attempts]},
+        )
+    ).all()
+    if rows:
+        await conn.execute(sql.NOTIFY, {"channel": channels.LOST, "payload": ""})
+    return [r.id for r in rows]
+
+
+async def record_heartbeats(engine: AsyncEngine, worker_id: str, attempts: Sequence[AttemptRef]) -> set[str]:
+    """Record heartbeats; returns the attempt ids that are no longer current (to cancel)."""
+    async with engine.begin() as conn:
+        current: set[str] = set()
+        if attempts:
+            rows = (
+                await conn.execute(
+                    sql.RECORD_HEARTBEATS,
+                    {"ti_ids": [a.ti_id for a in attempts], "attempt_ids": [a.attempt_id for a in attempts]},
+                )
+            ).all()
+            current = {str(r.attempt_id) for r in rows}
+        await conn.execute(sql.UPDATE_WORKER_LOAD, {"worker_id": worker_id, "running": len(attempts)})
+    return {a.attempt_id for a in attempts} - current
+
+
+async def append_logs(engine: AsyncEngine, chunks: Sequence[LogChunk]) -> None:
+    """Store captured output; chunks past the per-attempt limit are dropped."""
+    if not chunks:
+        return
+    async with engine.begin() as conn:
+        await conn.execute(
+            sql.APPEND_LOGS,
+            {
+                "ti_ids": [c.ti_id for c in chunks],
+                "attempt_ids": [c.attempt_id for c in chunks],
+                "offsets": [c.offset for c in chunks],
+                "data": [c.data for c in chunks],
+                "max_bytes": MAX_LOG_BYTES_PER_ATTEMPT,
+            },
+        )
 
 
 async def register_worker(
@@ -120,21 +228,52 @@ async def register_worker(
     capacity: int,
     code_version: str,
     registry: str,
-) -> None:
+    incarnation: str,
+    running: Sequence[AttemptRef],
+) -> bool:
+    """Record a connecting worker and mark every attempt assigned to it that it does not report
+    running as lost. Returns whether a drain was requested for it."""
     async with engine.begin() as conn:
-        await conn.execute(
-            sql.UPSERT_WORKER,
-            {
-                "worker_id": worker_id,
-                "hostname": hostname,
-                "queues": list(queues),
-                "capacity": capacity,
-                "code_version": code_version,
-                "registry": registry,
-            },
-        )
+        drain = (
+            await conn.execute(
+                sql.UPSERT_WORKER,
+                {
+                    "worker_id": worker_id,
+                    "hostname": hostname,
+                    "queues": list(queues),
+                    "capacity": capacity,
+                    "code_version": code_version,
+                    "registry": registry,
+                    "incarnation": incarnation,
+                },
+            )
+        ).scalar_one()
+        rows = (
+            await conn.execute(
+                sql.MARK_UNREPORTED_ATTEMPTS_LOST,
+                {"worker_id": worker_id, "running": [a.attempt_id for a in running]},
+            )
+        ).all()
+        if rows:
+            await conn.execute(sql.NOTIFY, {"channel": channels.LOST, "payload": ""})
+    return bool(drain)
+
+
+async def mark_worker_draining(engine: AsyncEngine, worker_id: str) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(sql.MARK_WORKER_DRAINING, {"worker_id": worker_id})
+
+
+async def drain_requested(engine: AsyncEngine, worker_id: str) -> bool:
+    async with engine.connect() as conn:
+        return bool((await conn.execute(sql.DRAIN_REQUESTED, {"worker_id": worker_id})).scalar())
 
 
 async def mark_worker_gone(engine: AsyncEngine, *, worker_id: str, registry: str) -> None:
     async with engine.begin() as conn:
         await conn.execute(sql.MARK_WORKER_GONE, {"worker_id": worker_id, "registry": registry})
+
+
+async def queue_depths(engine: AsyncEngine) -> dict[str, int]:
+    async with engine.connect() as conn:
+        return {r.queue: int(r.depth) for r in (await conn.execute(sql.QUEUE_DEPTHS)).all()}

@@ -143,3 +143,52 @@ def _expect(action: str, ids: list[int], rows: Sequence[object]) -> None:
         moved = {r.id for r in rows}  # type: ignore[attr-defined]
         missing = [i for i in ids if i not in moved]
         raise IllegalTransition(f"cannot {action} task instances {missing[:10]}: their state changed")
+
+
+@dataclass(frozen=True)
+class FailedOver:
+    ti_id: int
+    run_pk: int
+    state: str
+    queue: str
+
+
+async def fail_over_lost_attempts(
+    conn: AsyncConnection,
+    token: int,
+    *,
+    threshold: float,
+    dead_workers: Sequence[str],
+    max_lost: int,
+    reason: str,
+) -> list[FailedOver]:
+    """Fail over running attempts with no heartbeat for ``threshold`` seconds or whose worker's
+    lease ended: each is queued again with a new attempt (or failed after ``max_lost`` losses).
+    Wakes the registries for the queued ones."""
+    rows = (
+        await conn.execute(
+            sql.FAIL_OVER_LOST_ATTEMPTS,
+            {
+                "threshold": threshold,
+                "dead_workers": list(dead_workers),
+                "max_lost": max_lost,
+                "reason": reason,
+                "token": token,
+            },
+        )
+    ).all()
+    result = [FailedOver(ti_id=r.id, run_pk=r.run_pk, state=r.state, queue=r.queue) for r in rows]
+    for queue in sorted({f.queue for f in result if f.state == TaskState.QUEUED}):
+        await conn.execute(sql.NOTIFY, {"channel": channels.QUEUED, "payload": queue})
+    if result:
+        queued = sum(1 for f in result if f.state == TaskState.QUEUED)
+        await conn.execute(
+            sql.RECORD_PASS, {"token": token, "runs": len({f.run_pk for f in result}), "queued": queued}
+        )
+    return result
+
+
+async def seconds_until_heartbeat_due(conn: AsyncConnection, threshold: float) -> float | None:
+    """Seconds until the oldest running attempt's heartbeat passes ``threshold``; None if none runs."""
+    value = (await conn.execute(sql.SECONDS_UNTIL_HEARTBEAT_DUE, {"threshold": threshold})).scalar()
+    return None if value is None else float(value)

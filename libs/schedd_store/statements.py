@@ -181,8 +181,8 @@ CLAIM_TASK_INSTANCES = _sql(
     "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state) "
     "  SELECT attempt_id, id, try_number, :worker_id, 'running' FROM claimed"
     ") "
-    "SELECT c.id, c.task_id, c.try_number, c.attempt_id, r.dag_id, r.run_id, r.logical_date, "
-    "r.dag_version_id FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+    "SELECT c.id, c.task_id, c.try_number, c.attempt_id, c.run_pk, r.dag_id, r.run_id, r.logical_date, "
+    "r.dag_version_id, r.conf FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
 )
 
 #: Applies a batch of attempt results. Each row changes only while its attempt is current and
@@ -191,12 +191,12 @@ APPLY_RESULTS = _sql(
     "WITH r AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
     "  CAST(:targets AS text[]), CAST(:exit_codes AS int[]), CAST(:errors AS text[]), "
-    "  CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[])) "
-    "  AS r(ti_id, attempt_id, target, exit_code, error, started_at, ended_at)"
+    "  CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), CAST(:results AS jsonb[])) "
+    "  AS r(ti_id, attempt_id, target, exit_code, error, started_at, ended_at, result)"
     "), applied AS ("
     "  UPDATE task_instances ti SET state = r.target, started_at = COALESCE(r.started_at, ti.started_at), "
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
-    "  error = NULLIF(r.error, ''), heartbeat_at = NULL "
+    "  error = NULLIF(r.error, ''), heartbeat_at = NULL, result = r.result "
     "  FROM r WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.state = 'running' "
     "  RETURNING ti.id, ti.run_pk, ti.attempt_id"
     "), history AS ("
@@ -211,11 +211,16 @@ APPLY_RESULTS = _sql(
 CURRENT_ATTEMPTS = _sql("SELECT id, attempt_id, state FROM task_instances WHERE id = ANY(:ids)")
 
 UPSERT_WORKER = _sql(
-    "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, "
+    "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, incarnation, "
     "registered_at, last_seen_at) VALUES (:worker_id, :hostname, :queues, :capacity, :code_version, "
-    "'active', :registry, now(), now()) ON CONFLICT (worker_id) DO UPDATE SET hostname = EXCLUDED.hostname, "
-    "queues = EXCLUDED.queues, capacity = EXCLUDED.capacity, code_version = EXCLUDED.code_version, "
-    "state = 'active', registry = EXCLUDED.registry, last_seen_at = now()"
+    "'active', :registry, :incarnation, now(), now()) ON CONFLICT (worker_id) DO UPDATE SET "
+    "hostname = EXCLUDED.hostname, queues = EXCLUDED.queues, capacity = EXCLUDED.capacity, "
+    "code_version = EXCLUDED.code_version, registry = EXCLUDED.registry, last_seen_at = now(), "
+    "drain_requested = workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation, "
+    "state = CASE WHEN workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation "
+    "  THEN 'draining' ELSE 'active' END, "
+    "incarnation = EXCLUDED.incarnation "
+    "RETURNING drain_requested"
 )
 
 MARK_WORKER_GONE = _sql(
@@ -226,3 +231,126 @@ MARK_WORKER_GONE = _sql(
 # --- pools -----------------------------------------------------------------------------------------
 
 LIST_POOL_NAMES = _sql("SELECT name FROM pools ORDER BY name")
+
+
+# --- delivery: heartbeats, lost attempts, logs, workers ---------------------------------------------
+
+#: Records heartbeats of attempts that are still current; returns those. The rest are stale.
+RECORD_HEARTBEATS = _sql(
+    "UPDATE task_instances ti SET heartbeat_at = now() "
+    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[])) AS h(ti_id, attempt_id) "
+    "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.state = 'running' "
+    "RETURNING ti.attempt_id"
+)
+
+#: Marks attempts as lost for the scheduler to fail over: their heartbeat is set to the distant past.
+#: Conditional on the attempt, so an attempt that already finished is left alone.
+MARK_ATTEMPTS_LOST = _sql(
+    "UPDATE task_instances ti SET heartbeat_at = '-infinity' "
+    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[])) AS h(ti_id, attempt_id) "
+    "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.state = 'running' RETURNING ti.id"
+)
+
+#: On a worker's hello: every attempt assigned to that worker id that it does not report running
+#: was lost (a previous incarnation, or an assignment that never arrived).
+MARK_UNREPORTED_ATTEMPTS_LOST = _sql(
+    "UPDATE task_instances SET heartbeat_at = '-infinity' "
+    "WHERE worker_id = :worker_id AND state = 'running' AND NOT (attempt_id = ANY(CAST(:running AS uuid[]))) "
+    "RETURNING id"
+)
+
+#: The leader fails over lost attempts: no heartbeat within the threshold, or their worker's lease
+#: ended. Each goes back to 'queued' with a new attempt and one more allowed try (a lost attempt does
+#: not use up a retry), or to 'failed' once it was lost :max_lost times.
+FAIL_OVER_LOST_ATTEMPTS = _sql(
+    "WITH lost AS ("
+    "  SELECT id, attempt_id FROM task_instances WHERE state = 'running' AND ("
+    "    heartbeat_at < now() - make_interval(secs => :threshold) "
+    "    OR worker_id = ANY(CAST(:dead_workers AS text[]))) "
+    "  ORDER BY id FOR UPDATE"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = 'lost', ended_at = now(), error = :reason "
+    "  FROM lost WHERE a.attempt_id = lost.attempt_id AND a.state = 'running'"
+    ") "
+    "UPDATE task_instances ti SET "
+    "  state = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN 'failed' ELSE 'queued' END, "
+    "  lost_attempts = ti.lost_attempts + 1, "
+    "  try_number = ti.try_number + CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN 0 ELSE 1 END, "
+    "  max_tries = ti.max_tries + CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN 0 ELSE 1 END, "
+    "  attempt_id = CASE WHEN ti.lost_attempts + 1 >= :max_lost "
+    "    THEN ti.attempt_id ELSE gen_random_uuid() END, "
+    "  queued_at = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN ti.queued_at ELSE now() END, "
+    "  ended_at = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN now() END, "
+    "  error = CASE WHEN ti.lost_attempts + 1 >= :max_lost "
+    "    THEN 'lost with its worker ' || (ti.lost_attempts + 1) || ' times: ' || :reason END, "
+    "  started_at = NULL, heartbeat_at = NULL, worker_id = NULL, fence_token = :token "
+    "FROM lost WHERE ti.id = lost.id AND ti.attempt_id = lost.attempt_id AND ti.state = 'running' "
+    "RETURNING ti.id, ti.run_pk, ti.state, ti.queue"
+)
+
+#: Seconds until the oldest running attempt's heartbeat is :threshold old (negative: overdue);
+#: NULL when nothing runs. The leader's next check for lost attempts is due then.
+SECONDS_UNTIL_HEARTBEAT_DUE = _sql(
+    "SELECT EXTRACT(EPOCH FROM (GREATEST(min(heartbeat_at), now() - interval '1 day') "
+    "+ make_interval(secs => :threshold) - now())) FROM task_instances WHERE state = 'running'"
+)
+
+APPEND_LOGS = _sql(
+    "INSERT INTO task_logs (ti_id, try_number, attempt_id, byte_offset, data) "
+    "SELECT ti.id, a.try_number, l.attempt_id, l.byte_offset, l.data "
+    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), CAST(:offsets AS bigint[]), "
+    "CAST(:data AS text[])) AS l(ti_id, attempt_id, byte_offset, data) "
+    "JOIN task_instances ti ON ti.id = l.ti_id "
+    "JOIN task_attempts a ON a.attempt_id = l.attempt_id AND a.ti_id = ti.id "
+    "WHERE l.byte_offset < :max_bytes"
+)
+
+READ_LOGS = _sql(
+    "SELECT byte_offset, data FROM task_logs WHERE ti_id = :ti_id AND try_number = :try_number "
+    "AND byte_offset + octet_length(data) > :offset ORDER BY byte_offset, id LIMIT 1000"
+)
+
+FIND_TASK_INSTANCE = _sql(
+    "SELECT ti.id, ti.try_number, ti.state, ti.attempt_id FROM task_instances ti "
+    "JOIN dag_runs r ON r.id = ti.run_pk "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
+)
+
+ATTEMPT_STATE = _sql("SELECT state FROM task_attempts WHERE ti_id = :ti_id AND try_number = :try_number")
+
+UPSTREAM_RESULTS = _sql(
+    "SELECT run_pk, task_id, result FROM task_instances "
+    "WHERE run_pk = ANY(:run_pks) AND task_id = ANY(:task_ids) AND result IS NOT NULL"
+)
+
+UPDATE_WORKER_LOAD = _sql(
+    "UPDATE workers SET running = :running, last_seen_at = now() WHERE worker_id = :worker_id"
+)
+
+MARK_WORKER_DRAINING = _sql(
+    "UPDATE workers SET state = 'draining', last_seen_at = now() "
+    "WHERE worker_id = :worker_id AND state = 'active'"
+)
+
+REQUEST_DRAIN = _sql(
+    "UPDATE workers SET drain_requested = true "
+    "WHERE worker_id = :worker_id AND state <> 'gone' RETURNING worker_id"
+)
+
+DRAIN_REQUESTED = _sql("SELECT drain_requested FROM workers WHERE worker_id = :worker_id")
+
+_WORKER_COLUMNS = (
+    "worker_id, hostname, queues, capacity, running, state, code_version, registry, registered_at, "
+    "last_seen_at"
+)
+
+LIST_WORKERS = _sql(
+    f"SELECT {_WORKER_COLUMNS} FROM workers WHERE worker_id > :after AND (:include_gone OR state <> 'gone') "
+    "ORDER BY worker_id LIMIT :limit"
+)
+
+GET_WORKER = _sql(f"SELECT {_WORKER_COLUMNS} FROM workers WHERE worker_id = :worker_id")
+
+QUEUE_DEPTHS = _sql(
+    "SELECT queue, count(*) AS depth FROM task_instances WHERE state = 'queued' GROUP BY queue"
+)

@@ -44,7 +44,11 @@ app = typer.Typer(help="Control a schedd cluster through its api.", no_args_is_h
 dags_app = typer.Typer(help="Register and inspect DAGs.", no_args_is_help=True)
 runs_app = typer.Typer(help="Trigger and inspect DAG runs.", no_args_is_help=True)
 app.add_typer(dags_app, name="dags")
+workers_app = typer.Typer(help="Inspect and drain workers.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Inspect task instances.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+app.add_typer(workers_app, name="workers")
+app.add_typer(tasks_app, name="tasks")
 state = State()
 
 
@@ -216,6 +220,75 @@ def runs_list(
     resp = call(state.client.runs.ListRuns, api_pb2.ListRunsRequest(parent=f"dags/{dag_id}", page_size=limit))
     assert isinstance(resp, api_pb2.ListRunsResponse)
     show(list(resp.runs), output.runs_table(list(resp.runs)))
+
+
+@workers_app.command("list")
+def workers_list(
+    all_workers: Annotated[bool, typer.Option("--all", help="include workers that left")] = False,
+    output_format: OutputOption = None,
+) -> None:
+    """List workers with their queues, load and last heartbeat."""
+    use_format(output_format)
+    workers: list[api_pb2.Worker] = []
+    token = ""
+    while True:
+        resp = call(
+            state.client.workers.ListWorkers,
+            api_pb2.ListWorkersRequest(page_size=500, page_token=token, include_gone=all_workers),
+        )
+        assert isinstance(resp, api_pb2.ListWorkersResponse)
+        workers.extend(resp.workers)
+        token = resp.next_page_token
+        if not token:
+            break
+    show(workers, output.workers_table(workers))
+
+
+@workers_app.command("drain")
+def workers_drain(
+    worker_id: Annotated[str, typer.Argument(help="the worker's id")],
+    output_format: OutputOption = None,
+) -> None:
+    """Ask a worker to stop taking work, finish (or hand back) what it runs, and exit."""
+    use_format(output_format)
+    resp = call(state.client.workers.DrainWorker, api_pb2.DrainWorkerRequest(name=f"workers/{worker_id}"))
+    assert isinstance(resp, api_pb2.Worker)
+    show(resp, f"drain requested for worker {resp.worker_id} ({resp.running} attempts running)")
+
+
+@tasks_app.command("logs")
+def tasks_logs(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    task_id: Annotated[str, typer.Argument(help="the task")],
+    try_number: Annotated[
+        int, typer.Option("--try", help="the attempt's try number; default the latest")
+    ] = 0,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="keep printing until the attempt ends")
+    ] = False,
+) -> None:
+    """Print the captured output of a task's attempt."""
+    name = f"{_run_name(run)}/tasks/{task_id}"
+    offset = 0
+    interval = 0.1
+    while True:
+        resp = call(
+            state.client.runs.GetTaskLogs,
+            api_pb2.GetTaskLogsRequest(name=name, try_number=try_number, offset=offset),
+        )
+        assert isinstance(resp, api_pb2.TaskLogs)
+        try_number = resp.try_number
+        if resp.data:
+            sys.stdout.write(resp.data)
+            sys.stdout.flush()
+            interval = 0.1
+        ended = resp.complete
+        offset = resp.next_offset
+        if not follow or (ended and not resp.data):
+            return
+        if not resp.data:
+            time.sleep(interval)
+            interval = min(interval * 1.5, 1.0)
 
 
 @app.command("leader")

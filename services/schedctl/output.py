@@ -112,3 +112,17 @@ def leader_table(status: api_pb2.Leader) -> Table:
         since = _time(replica.since) if replica.HasField("since") else "-"
         table.add_row(replica.identity, role, since, replica.address or "-")
     return table
+
+
+def workers_table(workers: list[api_pb2.Worker]) -> Table:
+    table = Table("WORKER", "STATE", "QUEUES", "LOAD", "REGISTRY", "LAST SEEN")
+    for w in workers:
+        table.add_row(
+            w.worker_id,
+            w.state,
+            ",".join(w.queues),
+            f"{w.running}/{w.capacity}",
+            w.registry or "-",
+            _time(w.last_seen_time),
+        )
+    return table

@@ -14,10 +14,13 @@ from schedd_core.errors import InvalidArgument
 from schedd_rpc import convert, names
 from schedd_rpc.errors import translate_errors
 from schedd_store import dags as dag_store
+from schedd_store import logs as log_store
 from schedd_store import runs as run_store
+from schedd_store import workers as worker_store
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
+MAX_LOG_BYTES = 1024 * 1024
 
 
 def page_size(value: int) -> int:
@@ -82,6 +85,31 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
 
     @translate_errors
+    async def GetTaskLogs(
+        self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.TaskLogs:
+        dag_id, run_id, task_id = names.parse_task_name(request.name)
+        if request.try_number < 0:
+            raise InvalidArgument("try_number", "must not be negative")
+        if request.offset < 0:
+            raise InvalidArgument("offset", "must not be negative")
+        if request.max_bytes < 0:
+            raise InvalidArgument("max_bytes", "must not be negative")
+        max_bytes = min(request.max_bytes or MAX_LOG_BYTES, MAX_LOG_BYTES)
+        logs = await log_store.read_logs(
+            self._engine,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            try_number=request.try_number,
+            offset=request.offset,
+            max_bytes=max_bytes,
+        )
+        return api_pb2.TaskLogs(
+            data=logs.data, next_offset=logs.next_offset, try_number=logs.try_number, complete=logs.complete
+        )
+
+    @translate_errors
     async def ListRuns(
         self, request: api_pb2.ListRunsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ListRunsResponse:
@@ -96,6 +124,31 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         return api_pb2.ListRunsResponse(
             runs=[translate.run(r) for r in records[:limit]], next_page_token=token
         )
+
+
+class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @translate_errors
+    async def ListWorkers(
+        self, request: api_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ListWorkersResponse:
+        limit = page_size(request.page_size)
+        records = await worker_store.list_workers(
+            self._engine, after=request.page_token, limit=limit + 1, include_gone=request.include_gone
+        )
+        token = records[limit - 1].worker_id if len(records) > limit else ""
+        return api_pb2.ListWorkersResponse(
+            workers=[translate.worker(r) for r in records[:limit]], next_page_token=token
+        )
+
+    @translate_errors
+    async def DrainWorker(
+        self, request: api_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.Worker:
+        worker_id = names.parse_worker_name(request.name)
+        return translate.worker(await worker_store.request_drain(self._engine, worker_id))
 
 
 class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):

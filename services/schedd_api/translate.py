@@ -9,6 +9,7 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_coord.election import LeaderInfo
 from schedd_rpc import convert, names
 from schedd_store.records import DagRecord, RunRecord, TaskInstanceRecord
+from schedd_store.workers import WorkerRecord
 
 
 def dag(record: DagRecord) -> pb.Dag:
@@ -72,3 +73,19 @@ def task_instance(run_record: RunRecord, t: TaskInstanceRecord) -> pb.TaskInstan
 def replica(info: LeaderInfo) -> api_pb2.SchedulerReplica:
     since = convert.ts(datetime.fromisoformat(info.since)) if info.since else None
     return api_pb2.SchedulerReplica(identity=info.identity, address=info.address, since=since)
+
+
+def worker(record: WorkerRecord) -> api_pb2.Worker:
+    return api_pb2.Worker(
+        name=f"workers/{record.worker_id}",
+        worker_id=record.worker_id,
+        hostname=record.hostname,
+        queues=record.queues,
+        capacity=record.capacity,
+        running=record.running,
+        state=record.state,
+        code_version=record.code_version,
+        registry=record.registry,
+        register_time=convert.ts(record.registered_at),
+        last_seen_time=convert.ts(record.last_seen_at),
+    )

@@ -13,5 +13,9 @@ class RegistryConfig:
     etcd_endpoints: str = ""
     db_pool_size: int = 6
     heartbeat_interval: float = 5.0
+    #: Seconds a worker asked to drain (``schedctl workers drain``) may take to finish its tasks.
+    drain_grace: float = 300.0
+    #: host:port to serve Prometheus metrics on (queue depths for autoscalers); empty for none.
+    metrics_listen: str = ""
     #: Most assignments claimed for one worker in one statement.
     claim_batch: int = 256

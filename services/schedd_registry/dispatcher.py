@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_registry.assignments import AssignmentBuilder
+from schedd_exec.assignments import AssignmentBuilder
 from schedd_registry.sessions import WorkerSession
 from schedd_store import dispatch
 
@@ -26,10 +27,18 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    def __init__(self, engine: AsyncEngine, builder: AssignmentBuilder, *, claim_batch: int) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        builder: AssignmentBuilder,
+        *,
+        claim_batch: int,
+        on_assigned: Callable[[int], None] | None = None,
+    ) -> None:
         self._engine = engine
         self._builder = builder
         self._claim_batch = claim_batch
+        self._on_assigned = on_assigned
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
         self.claimed_total = 0
@@ -44,6 +53,13 @@ class Dispatcher:
     def grant(self, session: WorkerSession, slots: int) -> None:
         session.credits = min(session.capacity, session.credits + slots)
         self._wake.set()
+
+    def session(self, worker_id: str) -> WorkerSession | None:
+        return self._sessions.get(worker_id)
+
+    @property
+    def sessions(self) -> list[WorkerSession]:
+        return list(self._sessions.values())
 
     def wake(self, _payload: str = "") -> None:
         self._wake.set()
@@ -67,7 +83,7 @@ class Dispatcher:
         """Claim for every worker with credits. Returns whether work may remain."""
         more = False
         for session in list(self._sessions.values()):
-            if session.closed or session.credits <= 0:
+            if session.closed or session.draining or session.credits <= 0:
                 continue
             limit = min(session.credits, self._claim_batch)
             claimed = await dispatch.claim(
@@ -76,6 +92,8 @@ class Dispatcher:
             if not claimed:
                 continue
             self.claimed_total += len(claimed)
+            if self._on_assigned is not None:
+                self._on_assigned(len(claimed))
             session.credits -= len(claimed)
             messages = await self._builder.build(claimed)
             for message in messages:

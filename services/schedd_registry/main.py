@@ -10,10 +10,10 @@ import socket
 import typer
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
-from schedd_registry.assignments import AssignmentBuilder
+from schedd_exec.assignments import AssignmentBuilder
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
-from schedd_registry.results import ResultBatcher
+from schedd_registry.metrics import RegistryMetrics
 from schedd_registry.servicer import WorkerRegistryServicer
 from schedd_rpc.server import make_server, set_serving, stop_signals
 from schedd_store import channels
@@ -29,12 +29,16 @@ async def serve(config: RegistryConfig) -> None:
     engine = make_engine(
         config.database_url, pool_size=config.db_pool_size, application_name="schedd-registry"
     )
-    dispatcher = Dispatcher(engine, AssignmentBuilder(engine), claim_batch=config.claim_batch)
-    results = ResultBatcher(engine)
-    listener = Listener(
-        config.database_url, {channels.QUEUED: dispatcher.wake}, on_connect=dispatcher.wake_async
+    metrics = RegistryMetrics()
+    dispatcher = Dispatcher(
+        engine, AssignmentBuilder(engine), claim_batch=config.claim_batch, on_assigned=metrics.assigned.inc
     )
-    servicer = WorkerRegistryServicer(engine, dispatcher, results, config)
+    servicer = WorkerRegistryServicer(engine, dispatcher, config)
+    listener = Listener(
+        config.database_url,
+        {channels.QUEUED: dispatcher.wake, channels.WORKERS: servicer.drain_requested},
+        on_connect=dispatcher.wake_async,
+    )
 
     def register(server: object) -> None:
         worker_pb2_grpc.add_WorkerRegistryServicer_to_server(servicer, server)
@@ -44,8 +48,12 @@ async def serve(config: RegistryConfig) -> None:
     await listener.start()
     background = [
         asyncio.create_task(dispatcher.run(), name="dispatcher"),
-        asyncio.create_task(results.run(), name="results"),
+        asyncio.create_task(servicer.results.run(), name="results"),
+        asyncio.create_task(servicer.logs.run(), name="logs"),
     ]
+    if config.metrics_listen:
+        metrics.serve(config.metrics_listen)
+        background.append(asyncio.create_task(metrics.refresh(engine, dispatcher), name="metrics"))
     await server.start()
     await set_serving(health, SERVICES, True)
     log.info("registry %s listening on %s", config.identity, config.listen)
@@ -62,12 +70,24 @@ def cli(
     database_url: str = typer.Option(..., envvar="SCHEDD_DATABASE_URL"),
     listen: str = typer.Option("127.0.0.1:50052", envvar="SCHEDD_REGISTRY_LISTEN"),
     identity: str = typer.Option("", envvar="SCHEDD_REGISTRY_ID", help="default: hostname-pid"),
+    heartbeat_interval: float = typer.Option(
+        5.0, envvar="SCHEDD_HEARTBEAT_INTERVAL", help="seconds between a worker's heartbeats"
+    ),
+    drain_grace: float = typer.Option(
+        300.0, envvar="SCHEDD_DRAIN_GRACE", help="seconds a drained worker gets"
+    ),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the worker registry."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = RegistryConfig(
-        database_url=database_url, listen=listen, identity=identity or f"{socket.gethostname()}-{os.getpid()}"
+        database_url=database_url,
+        listen=listen,
+        identity=identity or f"{socket.gethostname()}-{os.getpid()}",
+        heartbeat_interval=heartbeat_interval,
+        drain_grace=drain_grace,
+        metrics_listen=metrics_listen,
     )
     asyncio.run(serve(config))
 

@@ -1,11 +1,11 @@
-"""The worker stream: translates protocol messages to dispatcher and result-batcher calls."""
+"""The worker stream: translates protocol messages to dispatcher, batcher and store calls."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Sequence
 
 import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -15,11 +15,11 @@ from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
-from schedd_registry.results import ResultBatcher
 from schedd_registry.sessions import WorkerSession
 from schedd_rpc import convert
 from schedd_store import dispatch
-from schedd_store.dispatch import AttemptResult, ReportStatus
+from schedd_store.batching import Batcher
+from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,28 @@ _ACK_CODE = {
     ReportStatus.STALE: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
+MAX_ERROR_CHARS = 4000
+
 
 class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
-    def __init__(
-        self, engine: AsyncEngine, dispatcher: Dispatcher, results: ResultBatcher, config: RegistryConfig
-    ) -> None:
+    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, config: RegistryConfig) -> None:
         self._engine = engine
         self._dispatcher = dispatcher
-        self._results = results
         self._config = config
+        self.results: Batcher[AttemptResult, ReportStatus] = Batcher(
+            "results", lambda batch: dispatch.apply_results(engine, batch)
+        )
+        self.logs: Batcher[LogChunk, None] = Batcher("logs", self._append_logs)
+
+    async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
+        await dispatch.append_logs(self._engine, chunks)
+        return [None] * len(chunks)
+
+    def drain_requested(self, worker_id: str) -> None:
+        """A user asked this worker to drain (NOTIFY from the api): tell it, if it is connected here."""
+        session = self._dispatcher.session(worker_id)
+        if session is not None:
+            session.send(_drain_message(self._config.drain_grace))
 
     async def Connect(
         self, request_iterator: AsyncIterator[worker_pb2.WorkerMessage], context: grpc.aio.ServicerContext
@@ -50,7 +63,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         except InvalidArgument as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             return
-        await dispatch.register_worker(
+        drain = await dispatch.register_worker(
             self._engine,
             worker_id=hello.worker_id,
             hostname=hello.hostname,
@@ -58,6 +71,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             capacity=hello.capacity,
             code_version=hello.code_version,
             registry=self._config.identity,
+            incarnation=hello.incarnation,
+            running=[_ref(a) for a in hello.running],
         )
         session = WorkerSession(
             worker_id=hello.worker_id, queues=tuple(hello.queues) or ("default",), capacity=hello.capacity
@@ -77,6 +92,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                     heartbeat_interval=convert.duration(self._config.heartbeat_interval),
                 )
             )
+            if drain:
+                session.send(_drain_message(self._config.drain_grace))
             while True:
                 getter = asyncio.ensure_future(session.outbox.get())
                 done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -98,30 +115,66 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 )
 
     async def _read(self, requests: AsyncIterator[worker_pb2.WorkerMessage], session: WorkerSession) -> None:
-        pending: set[asyncio.Task[None]] = set()
+        pending: set[asyncio.Task[object]] = set()
+
+        def spawn(coro: Awaitable[object]) -> None:
+            task: asyncio.Task[object] = asyncio.ensure_future(coro)
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
         async for message in requests:
             kind = message.WhichOneof("message")
             if kind == "credit":
                 self._dispatcher.grant(session, message.credit.slots)
             elif kind == "result":
-                task = asyncio.create_task(self._report(message.result, session))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
+                spawn(self._report(message.result, session))
+            elif kind == "log":
+                chunk = message.log
+                spawn(
+                    self.logs.submit(
+                        LogChunk(
+                            ti_id=chunk.attempt.task_instance_id,
+                            attempt_id=chunk.attempt.attempt_id,
+                            offset=chunk.offset,
+                            data=chunk.data,
+                        )
+                    )
+                )
             elif kind == "heartbeat":
-                pass  # recorded by the heartbeat tracker; see the zombie detection in the scheduler
+                spawn(self._heartbeat(message.heartbeat, session))
+            elif kind == "draining":
+                session.draining = True
+                spawn(dispatch.mark_worker_draining(self._engine, session.worker_id))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 
+    async def _heartbeat(self, heartbeat: worker_pb2.TaskHeartbeat, session: WorkerSession) -> None:
+        refs = {a.attempt_id: a for a in heartbeat.attempts}
+        stale = await dispatch.record_heartbeats(
+            self._engine, session.worker_id, [_ref(a) for a in refs.values()]
+        )
+        if stale:
+            session.send(
+                worker_pb2.RegistryMessage(
+                    cancel=worker_pb2.CancelAttempts(
+                        attempts=[refs[a] for a in sorted(stale)],
+                        reason="the attempt is no longer current (failed over, cleared or cancelled)",
+                    )
+                )
+            )
+
     async def _report(self, result: worker_pb2.TaskResult, session: WorkerSession) -> None:
-        status = await self._results.submit(
+        status = await self.results.submit(
             AttemptResult(
                 ti_id=result.attempt.task_instance_id,
                 attempt_id=result.attempt.attempt_id,
                 succeeded=result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED,
                 exit_code=result.exit_code,
-                error=result.error[:4000],
+                error=result.error[:MAX_ERROR_CHARS],
                 ended_at=convert.from_ts(result.end_time),
                 started_at=convert.from_ts(result.start_time) if result.HasField("start_time") else None,
+                result_json=result.result_json,
+                abandoned=result.outcome == worker_pb2.TASK_OUTCOME_ABANDONED,
             )
         )
         code = _ACK_CODE[status]
@@ -131,6 +184,14 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 ack=worker_pb2.ReportAck(attempt=result.attempt, code=code.value[0], message=message)
             )
         )
+
+
+def _ref(a: worker_pb2.AttemptRef) -> AttemptRef:
+    return AttemptRef(ti_id=a.task_instance_id, attempt_id=a.attempt_id)
+
+
+def _drain_message(grace: float) -> worker_pb2.RegistryMessage:
+    return worker_pb2.RegistryMessage(drain=worker_pb2.Drain(grace=convert.duration(grace)))
 
 
 def _validate_hello(message: worker_pb2.WorkerMessage) -> worker_pb2.WorkerHello:

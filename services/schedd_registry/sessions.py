@@ -14,6 +14,8 @@ class WorkerSession:
     queues: tuple[str, ...]
     capacity: int
     credits: int = 0
+    #: Set once the worker drains: it gets no new assignments.
+    draining: bool = False
     outbox: asyncio.Queue[worker_pb2.RegistryMessage] = field(default_factory=asyncio.Queue)
     closed: bool = False
 

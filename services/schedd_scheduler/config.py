@@ -20,6 +20,14 @@ class SchedulerConfig:
     stop_grace: float = 5.0
     #: host:port to serve Prometheus metrics on; empty for none.
     metrics_listen: str = ""
+    #: Seconds without a heartbeat after which a running attempt is lost and runs again.
+    zombie_threshold: float = 30.0
+    #: Losses after which a task instance fails instead of running again.
+    max_lost_attempts: int = 3
+    #: distributed (registries and workers), local (subprocesses of this process) or sequential.
+    executor: str = "distributed"
+    #: Tasks the local executor runs at once.
+    parallelism: int = 8
 
     def session_settings(self) -> dict[str, str]:
         """PostgreSQL settings of the scheduler's connections.

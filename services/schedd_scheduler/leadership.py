@@ -22,9 +22,11 @@ from schedd_coord.client import EtcdClient
 from schedd_coord.election import Election
 from schedd_coord.errors import CoordinationError
 from schedd_coord.lease import KeptLease
+from schedd_coord.members import departed_workers
 from schedd_core.errors import FencedOut
 from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.loop import SchedulingLoop
+from schedd_scheduler.lost_attempts import LostAttemptSweeper
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_store.fence import Fence, raise_fence
@@ -51,6 +53,7 @@ class Replica:
         self._election = Election(etcd, identity=config.identity, address=config.metrics_listen)
         self._started = datetime.now(UTC).isoformat()
         self.token = 0
+        self._sweeper: LostAttemptSweeper | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Campaign and lead, term after term, until ``stop`` is set. etcd or PostgreSQL trouble
@@ -112,12 +115,20 @@ class Replica:
             batch_size=self._config.batch_size,
             metrics=self._metrics,
         )
-        work = asyncio.create_task(loop.run(), name="scheduling-loop")
+        self._sweeper = LostAttemptSweeper(
+            self._engine,
+            fence,
+            self._pending,
+            threshold=self._config.zombie_threshold,
+            max_lost=self._config.max_lost_attempts,
+        )
+        work = asyncio.create_task(self._leader_work(loop, self._sweeper), name="leader-work")
         timing = asyncio.create_task(self._record_failover(loop))
         try:
             outcome = await _first(work, lease.lost, stop)
         finally:
             timing.cancel()
+            self._sweeper = None
         if outcome is lease.lost:
             log.warning("term %d: lease no longer trusted; stopping at once (fail-stop)", token)
             work.cancel()
@@ -142,6 +153,42 @@ class Replica:
             log.warning("term %d: fenced out (%s); stepping down", token, exc)
         with contextlib.suppress(CoordinationError):
             await self._election.resign(token)
+
+    async def _leader_work(self, loop: SchedulingLoop, sweeper: LostAttemptSweeper) -> None:
+        """Run the scheduling loop with the lost-attempt sweeper and the worker watch beside it.
+        Returns when the loop stops; the first error of any of them ends the term."""
+        helpers = [
+            asyncio.create_task(sweeper.run(), name="lost-attempts"),
+            asyncio.create_task(self._watch_workers(sweeper), name="worker-watch"),
+        ]
+        main = asyncio.create_task(loop.run(), name="scheduling-loop")
+        try:
+            done, _ = await asyncio.wait({main, *helpers}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # raises the error that ended it
+        finally:
+            for task in (main, *helpers):
+                task.cancel()
+            await asyncio.gather(main, *helpers, return_exceptions=True)
+
+    async def _watch_workers(self, sweeper: LostAttemptSweeper) -> None:
+        delay = 0.1
+        while True:
+            try:
+                async for gone in departed_workers(self._etcd):
+                    for worker_id in gone:
+                        log.info("worker %s left (its lease ended)", worker_id)
+                        sweeper.worker_gone(worker_id)
+                    delay = 0.1
+            except CoordinationError as exc:
+                log.warning("worker watch failed: %s; again in %.1fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def on_lost(self, _payload: str = "") -> None:
+        """A registry marked attempts lost: fail them over now (when leading)."""
+        if self._sweeper is not None:
+            self._sweeper.wake()
 
     async def _record_failover(self, loop: SchedulingLoop) -> None:
         await loop.first_pass_done.wait()

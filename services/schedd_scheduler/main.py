@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -14,6 +15,7 @@ from schedd_coord.lease import LeaseTiming
 from schedd_core.errors import Unavailable
 from schedd_rpc.server import stop_signals
 from schedd_scheduler.config import SchedulerConfig
+from schedd_scheduler.executors import ExecutorKind, make_executor
 from schedd_scheduler.leadership import Replica, warm_up
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
@@ -33,18 +35,29 @@ async def serve(config: SchedulerConfig) -> None:
     try:
         await _check_dependencies(engine, etcd)
         pending = PendingRuns()
-        listener = Listener(
-            config.database_url,
-            {channels.RUNS: pending.add_payload},
-            on_connect=pending.request_full_scan_async,
-        )
-        await listener.start()
         metrics = SchedulerMetrics()
         if config.metrics_listen:
             metrics.serve(config.metrics_listen)
         replica = Replica(config, engine, etcd, pending, metrics)
+        executor = make_executor(
+            ExecutorKind(config.executor), engine, identity=config.identity, parallelism=config.parallelism
+        )
+        listener = Listener(
+            config.database_url,
+            {
+                channels.RUNS: pending.add_payload,
+                channels.LOST: replica.on_lost,
+                channels.QUEUED: executor.wake,
+            },
+            on_connect=pending.request_full_scan_async,
+        )
+        await listener.start()
+        executing = asyncio.create_task(executor.run(), name="executor")
         log.info("scheduler %s campaigning", config.identity)
         await replica.run(stop)
+        executing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await executing
         await listener.stop()
     finally:
         await etcd.close()
@@ -68,10 +81,25 @@ def cli(
     renew_deadline: float = typer.Option(2.0, envvar="SCHEDD_RENEW_DEADLINE", help="seconds"),
     retry_period: float = typer.Option(0.5, envvar="SCHEDD_RETRY_PERIOD", help="seconds"),
     metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
+    zombie_threshold: float = typer.Option(
+        30.0, envvar="SCHEDD_ZOMBIE_THRESHOLD", help="seconds without a heartbeat before an attempt is lost"
+    ),
+    executor: str = typer.Option(
+        "distributed", envvar="SCHEDD_EXECUTOR", help="where tasks run: distributed, local or sequential"
+    ),
+    parallelism: int = typer.Option(
+        8, envvar="SCHEDD_PARALLELISM", min=1, help="tasks the local executor runs"
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a scheduler replica: campaign for leadership and schedule while leading."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        ExecutorKind(executor)
+    except ValueError:
+        raise typer.BadParameter(
+            f"--executor must be distributed, local or sequential, not {executor!r}"
+        ) from None
     try:
         timing = LeaseTiming(ttl=lease_ttl, renew_deadline=renew_deadline, retry_period=retry_period)
     except ValueError as exc:
@@ -82,6 +110,9 @@ def cli(
         identity=identity or f"{socket.gethostname()}-{os.getpid()}",
         lease=timing,
         metrics_listen=metrics_listen,
+        zombie_threshold=zombie_threshold,
+        executor=executor,
+        parallelism=parallelism,
     )
     try:
         asyncio.run(serve(config))

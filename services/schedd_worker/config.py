@@ -10,8 +10,16 @@ class WorkerConfig:
     registry: str
     worker_id: str
     hostname: str
+    incarnation: str
     queues: tuple[str, ...] = ("default",)
     capacity: int = 4
     code_version: str = ""
+    #: etcd endpoints for the worker's liveness lease; empty: heartbeats only.
+    etcd_endpoints: str = ""
+    lease_ttl: int = 5
     #: Seconds between SIGTERM and SIGKILL when a task must stop.
     kill_grace: float = 5.0
+    #: Seconds a SIGTERM'd worker lets running tasks finish before handing them back.
+    drain_grace: float = 60.0
+    #: Warm Python processes; 0 for as many as the capacity.
+    python_workers: int = 0

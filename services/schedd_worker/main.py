@@ -3,22 +3,44 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
+import uuid
 
 import typer
 
 from schedd_rpc.server import stop_signals
+from schedd_worker.agent import WorkerAgent
 from schedd_worker.config import WorkerConfig
-from schedd_worker.connection import WorkerConnection
+from schedd_worker.liveness import keep_liveness
 
 log = logging.getLogger("schedd.worker")
 
 
 async def serve(config: WorkerConfig) -> None:
     stop = stop_signals()
-    await WorkerConnection(config).run(stop)
+    agent = WorkerAgent(config)
+    liveness = None
+    if config.etcd_endpoints:
+        liveness = asyncio.create_task(
+            keep_liveness(
+                config.etcd_endpoints,
+                config.worker_id,
+                config.incarnation,
+                config.lease_ttl,
+                agent.abandon_all,
+            )
+        )
+    try:
+        await agent.run(stop)
+    finally:
+        if liveness is not None:
+            liveness.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await liveness
+    log.info("worker %s stopped after %d attempts", config.worker_id, agent.completed)
 
 
 def cli(
@@ -26,17 +48,32 @@ def cli(
     worker_id: str = typer.Option("", envvar="SCHEDD_WORKER_ID", help="default: hostname-pid"),
     queues: str = typer.Option("default", envvar="SCHEDD_WORKER_QUEUES", help="comma-separated"),
     capacity: int = typer.Option(4, envvar="SCHEDD_WORKER_CAPACITY", min=1),
+    etcd_endpoints: str = typer.Option(
+        "", envvar="SCHEDD_ETCD_ENDPOINTS", help="for the liveness lease; without it, heartbeats only"
+    ),
+    lease_ttl: int = typer.Option(5, envvar="SCHEDD_WORKER_LEASE_TTL", min=2, help="seconds"),
+    drain_grace: float = typer.Option(
+        60.0, envvar="SCHEDD_DRAIN_GRACE", help="seconds SIGTERM lets tasks finish"
+    ),
+    python_workers: int = typer.Option(
+        0, envvar="SCHEDD_PYTHON_WORKERS", min=0, help="0: as many as capacity"
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
-    """Run a worker: connect to a registry and run the tasks it assigns."""
+    """Run a worker: connect to a registry and run the tasks it assigns. SIGTERM drains it."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     hostname = socket.gethostname()
     config = WorkerConfig(
         registry=registry,
         worker_id=worker_id or f"{hostname}-{os.getpid()}",
         hostname=hostname,
+        incarnation=uuid.uuid4().hex,
         queues=tuple(q.strip() for q in queues.split(",") if q.strip()),
         capacity=capacity,
+        etcd_endpoints=etcd_endpoints,
+        lease_ttl=lease_ttl,
+        drain_grace=drain_grace,
+        python_workers=python_workers,
     )
     asyncio.run(serve(config))
 

@@ -30,7 +30,7 @@ EXPECTED_TASK_EXITS: dict[TaskState, set[TaskState]] = {
     T.NONE: {T.SCHEDULED, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.REMOVED},
     T.SCHEDULED: {T.NONE, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.REMOVED},
     T.QUEUED: {T.NONE, T.RUNNING, T.SUCCESS, T.FAILED, T.UP_FOR_RETRY},
-    T.RUNNING: {T.SUCCESS, T.FAILED, T.UP_FOR_RETRY},
+    T.RUNNING: {T.QUEUED, T.SUCCESS, T.FAILED, T.UP_FOR_RETRY},
     T.SUCCESS: {T.NONE, T.FAILED},
     T.FAILED: {T.NONE, T.SUCCESS},
     T.SKIPPED: {T.NONE, T.SUCCESS, T.FAILED},
@@ -106,9 +106,10 @@ def test_removed_can_only_be_cleared() -> None:
     assert _exits(T.REMOVED) == {T.NONE}
 
 
-def test_running_is_entered_only_from_queued_and_left_only_with_an_outcome() -> None:
+def test_running_is_entered_only_from_queued_and_left_with_an_outcome_or_a_loss() -> None:
     assert TASK_TRANSITIONS[T.RUNNING] == {T.QUEUED}
-    assert _exits(T.RUNNING) == {T.SUCCESS, T.FAILED, T.UP_FOR_RETRY}
+    # QUEUED again: the attempt was lost with its worker and runs again.
+    assert _exits(T.RUNNING) == {T.QUEUED, T.SUCCESS, T.FAILED, T.UP_FOR_RETRY}
 
 
 def test_retry_comes_only_from_an_attempt() -> None:

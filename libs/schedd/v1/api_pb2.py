@@ -27,41 +27,55 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from schedd.v1 import resources_pb2 as schedd_dot_v1_dot_resources__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13schedd/v1/api.proto\x12\tschedd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19schedd/v1/resources.proto\"\x12\n\x10GetLeaderRequest\"`\n\x10SchedulerReplica\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12)\n\x05since\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x99\x01\n\x06Leader\x12\x0f\n\x07\x65lected\x18\x01 \x01(\x08\x12+\n\x06leader\x18\x02 \x01(\x0b\x32\x1b.schedd.v1.SchedulerReplica\x12\r\n\x05token\x18\x03 \x01(\x03\x12\x13\n\x0b\x66\x65nce_token\x18\x04 \x01(\x03\x12-\n\x08standbys\x18\x05 \x03(\x0b\x32\x1b.schedd.v1.SchedulerReplica\"J\n\x12RegisterDagRequest\x12 \n\x04spec\x18\x01 \x01(\x0b\x32\x12.schedd.v1.DagSpec\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"s\n\x13RegisterDagResponse\x12\x1b\n\x03\x64\x61g\x18\x01 \x01(\x0b\x32\x0e.schedd.v1.Dag\x12&\n\x07version\x18\x02 \x01(\x0b\x32\x15.schedd.v1.DagVersion\x12\x17\n\x0f\x63reated_version\x18\x03 \x01(\x08\"\x1d\n\rGetDagRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"8\n\x0fListDagsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"I\n\x10ListDagsResponse\x12\x1c\n\x04\x64\x61gs\x18\x01 \x03(\x0b\x32\x0e.schedd.v1.Dag\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x9f\x01\n\x10\x43reateRunRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x30\n\x0clogical_date\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x04\x63onf\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\x1d\n\rGetRunRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"H\n\x0fListRunsRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"L\n\x10ListRunsResponse\x12\x1f\n\x04runs\x18\x01 \x03(\x0b\x32\x11.schedd.v1.DagRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xd3\x01\n\nDagService\x12L\n\x0bRegisterDag\x12\x1d.schedd.v1.RegisterDagRequest\x1a\x1e.schedd.v1.RegisterDagResponse\x12\x32\n\x06GetDag\x12\x18.schedd.v1.GetDagRequest\x1a\x0e.schedd.v1.Dag\x12\x43\n\x08ListDags\x12\x1a.schedd.v1.ListDagsRequest\x1a\x1b.schedd.v1.ListDagsResponse2\xc5\x01\n\nRunService\x12;\n\tCreateRun\x12\x1b.schedd.v1.CreateRunRequest\x1a\x11.schedd.v1.DagRun\x12\x35\n\x06GetRun\x12\x18.schedd.v1.GetRunRequest\x1a\x11.schedd.v1.DagRun\x12\x43\n\x08ListRuns\x12\x1a.schedd.v1.ListRunsRequest\x1a\x1b.schedd.v1.ListRunsResponse2M\n\x0e\x43lusterService\x12;\n\tGetLeader\x12\x1b.schedd.v1.GetLeaderRequest\x1a\x11.schedd.v1.Leaderb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13schedd/v1/api.proto\x12\tschedd.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19schedd/v1/resources.proto\"\x8c\x02\n\x06Worker\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x0e\n\x06queues\x18\x04 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x05 \x01(\x05\x12\x0f\n\x07running\x18\x06 \x01(\x05\x12\r\n\x05state\x18\x07 \x01(\t\x12\x14\n\x0c\x63ode_version\x18\x08 \x01(\t\x12\x10\n\x08registry\x18\t \x01(\t\x12\x31\n\rregister_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0elast_seen_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"Q\n\x12ListWorkersRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0cinclude_gone\x18\x03 \x01(\x08\"R\n\x13ListWorkersResponse\x12\"\n\x07workers\x18\x01 \x03(\x0b\x32\x11.schedd.v1.Worker\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x12\x44rainWorkerRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"Y\n\x12GetTaskLogsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ntry_number\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\"S\n\x08TaskLogs\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x03\x12\x12\n\ntry_number\x18\x03 \x01(\x05\x12\x10\n\x08\x63omplete\x18\x04 \x01(\x08\"\x12\n\x10GetLeaderRequest\"`\n\x10SchedulerReplica\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12)\n\x05since\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x99\x01\n\x06Leader\x12\x0f\n\x07\x65lected\x18\x01 \x01(\x08\x12+\n\x06leader\x18\x02 \x01(\x0b\x32\x1b.schedd.v1.SchedulerReplica\x12\r\n\x05token\x18\x03 \x01(\x03\x12\x13\n\x0b\x66\x65nce_token\x18\x04 \x01(\x03\x12-\n\x08standbys\x18\x05 \x03(\x0b\x32\x1b.schedd.v1.SchedulerReplica\"J\n\x12RegisterDagRequest\x12 \n\x04spec\x18\x01 \x01(\x0b\x32\x12.schedd.v1.DagSpec\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"s\n\x13RegisterDagResponse\x12\x1b\n\x03\x64\x61g\x18\x01 \x01(\x0b\x32\x0e.schedd.v1.Dag\x12&\n\x07version\x18\x02 \x01(\x0b\x32\x15.schedd.v1.DagVersion\x12\x17\n\x0f\x63reated_version\x18\x03 \x01(\x08\"\x1d\n\rGetDagRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"8\n\x0fListDagsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"I\n\x10ListDagsResponse\x12\x1c\n\x04\x64\x61gs\x18\x01 \x03(\x0b\x32\x0e.schedd.v1.Dag\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x9f\x01\n\x10\x43reateRunRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x30\n\x0clogical_date\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x04\x63onf\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\x1d\n\rGetRunRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"H\n\x0fListRunsRequest\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"L\n\x10ListRunsResponse\x12\x1f\n\x04runs\x18\x01 \x03(\x0b\x32\x11.schedd.v1.DagRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xd3\x01\n\nDagService\x12L\n\x0bRegisterDag\x12\x1d.schedd.v1.RegisterDagRequest\x1a\x1e.schedd.v1.RegisterDagResponse\x12\x32\n\x06GetDag\x12\x18.schedd.v1.GetDagRequest\x1a\x0e.schedd.v1.Dag\x12\x43\n\x08ListDags\x12\x1a.schedd.v1.ListDagsRequest\x1a\x1b.schedd.v1.ListDagsResponse2\x88\x02\n\nRunService\x12;\n\tCreateRun\x12\x1b.schedd.v1.CreateRunRequest\x1a\x11.schedd.v1.DagRun\x12\x35\n\x06GetRun\x12\x18.schedd.v1.GetRunRequest\x1a\x11.schedd.v1.DagRun\x12\x43\n\x08ListRuns\x12\x1a.schedd.v1.ListRunsRequest\x1a\x1b.schedd.v1.ListRunsResponse\x12\x41\n\x0bGetTaskLogs\x12\x1d.schedd.v1.GetTaskLogsRequest\x1a\x13.schedd.v1.TaskLogs2\x9e\x01\n\rWorkerService\x12L\n\x0bListWorkers\x12\x1d.schedd.v1.ListWorkersRequest\x1a\x1e.schedd.v1.ListWorkersResponse\x12?\n\x0b\x44rainWorker\x12\x1d.schedd.v1.DrainWorkerRequest\x1a\x11.schedd.v1.Worker2M\n\x0e\x43lusterService\x12;\n\tGetLeader\x12\x1b.schedd.v1.GetLeaderRequest\x1a\x11.schedd.v1.Leaderb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'schedd.v1.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETLEADERREQUEST']._serialized_start=124
-  _globals['_GETLEADERREQUEST']._serialized_end=142
-  _globals['_SCHEDULERREPLICA']._serialized_start=144
-  _globals['_SCHEDULERREPLICA']._serialized_end=240
-  _globals['_LEADER']._serialized_start=243
-  _globals['_LEADER']._serialized_end=396
-  _globals['_REGISTERDAGREQUEST']._serialized_start=398
-  _globals['_REGISTERDAGREQUEST']._serialized_end=472
-  _globals['_REGISTERDAGRESPONSE']._serialized_start=474
-  _globals['_REGISTERDAGRESPONSE']._serialized_end=589
-  _globals['_GETDAGREQUEST']._serialized_start=591
-  _globals['_GETDAGREQUEST']._serialized_end=620
-  _globals['_LISTDAGSREQUEST']._serialized_start=622
-  _globals['_LISTDAGSREQUEST']._serialized_end=678
-  _globals['_LISTDAGSRESPONSE']._serialized_start=680
-  _globals['_LISTDAGSRESPONSE']._serialized_end=753
-  _globals['_CREATERUNREQUEST']._serialized_start=756
-  _globals['_CREATERUNREQUEST']._serialized_end=915
-  _globals['_GETRUNREQUEST']._serialized_start=917
-  _globals['_GETRUNREQUEST']._serialized_end=946
-  _globals['_LISTRUNSREQUEST']._serialized_start=948
-  _globals['_LISTRUNSREQUEST']._serialized_end=1020
-  _globals['_LISTRUNSRESPONSE']._serialized_start=1022
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1098
-  _globals['_DAGSERVICE']._serialized_start=1101
-  _globals['_DAGSERVICE']._serialized_end=1312
-  _globals['_RUNSERVICE']._serialized_start=1315
-  _globals['_RUNSERVICE']._serialized_end=1512
-  _globals['_CLUSTERSERVICE']._serialized_start=1514
-  _globals['_CLUSTERSERVICE']._serialized_end=1591
+  _globals['_WORKER']._serialized_start=125
+  _globals['_WORKER']._serialized_end=393
+  _globals['_LISTWORKERSREQUEST']._serialized_start=395
+  _globals['_LISTWORKERSREQUEST']._serialized_end=476
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=478
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=560
+  _globals['_DRAINWORKERREQUEST']._serialized_start=562
+  _globals['_DRAINWORKERREQUEST']._serialized_end=596
+  _globals['_GETTASKLOGSREQUEST']._serialized_start=598
+  _globals['_GETTASKLOGSREQUEST']._serialized_end=687
+  _globals['_TASKLOGS']._serialized_start=689
+  _globals['_TASKLOGS']._serialized_end=772
+  _globals['_GETLEADERREQUEST']._serialized_start=774
+  _globals['_GETLEADERREQUEST']._serialized_end=792
+  _globals['_SCHEDULERREPLICA']._serialized_start=794
+  _globals['_SCHEDULERREPLICA']._serialized_end=890
+  _globals['_LEADER']._serialized_start=893
+  _globals['_LEADER']._serialized_end=1046
+  _globals['_REGISTERDAGREQUEST']._serialized_start=1048
+  _globals['_REGISTERDAGREQUEST']._serialized_end=1122
+  _globals['_REGISTERDAGRESPONSE']._serialized_start=1124
+  _globals['_REGISTERDAGRESPONSE']._serialized_end=1239
+  _globals['_GETDAGREQUEST']._serialized_start=1241
+  _globals['_GETDAGREQUEST']._serialized_end=1270
+  _globals['_LISTDAGSREQUEST']._serialized_start=1272
+  _globals['_LISTDAGSREQUEST']._serialized_end=1328
+  _globals['_LISTDAGSRESPONSE']._serialized_start=1330
+  _globals['_LISTDAGSRESPONSE']._serialized_end=1403
+  _globals['_CREATERUNREQUEST']._serialized_start=1406
+  _globals['_CREATERUNREQUEST']._serialized_end=1565
+  _globals['_GETRUNREQUEST']._serialized_start=1567
+  _globals['_GETRUNREQUEST']._serialized_end=1596
+  _globals['_LISTRUNSREQUEST']._serialized_start=1598
+  _globals['_LISTRUNSREQUEST']._serialized_end=1670
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1672
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1748
+  _globals['_DAGSERVICE']._serialized_start=1751
+  _globals['_DAGSERVICE']._serialized_end=1962
+  _globals['_RUNSERVICE']._serialized_start=1965
+  _globals['_RUNSERVICE']._serialized_end=2229
+  _globals['_WORKERSERVICE']._serialized_start=2232
+  _globals['_WORKERSERVICE']._serialized_end=2390
+  _globals['_CLUSTERSERVICE']._serialized_start=2392
+  _globals['_CLUSTERSERVICE']._serialized_end=2469
 # @@protoc_insertion_point(module_scope)

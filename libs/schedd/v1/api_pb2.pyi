@@ -22,6 +22,194 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class Worker(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    HOSTNAME_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
+    RUNNING_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CODE_VERSION_FIELD_NUMBER: _builtins.int
+    REGISTRY_FIELD_NUMBER: _builtins.int
+    REGISTER_TIME_FIELD_NUMBER: _builtins.int
+    LAST_SEEN_TIME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`workers/{worker_id}`"""
+    worker_id: _builtins.str
+    hostname: _builtins.str
+    capacity: _builtins.int
+    running: _builtins.int
+    """Attempts it runs now."""
+    state: _builtins.str
+    """active, draining or gone."""
+    code_version: _builtins.str
+    registry: _builtins.str
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def register_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_seen_time(self) -> _timestamp_pb2.Timestamp:
+        """Its last heartbeat, result or connection."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        worker_id: _builtins.str = ...,
+        hostname: _builtins.str = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
+        capacity: _builtins.int = ...,
+        running: _builtins.int = ...,
+        state: _builtins.str = ...,
+        code_version: _builtins.str = ...,
+        registry: _builtins.str = ...,
+        register_time: _timestamp_pb2.Timestamp | None = ...,
+        last_seen_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_seen_time", b"last_seen_time", "register_time", b"register_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "code_version", b"code_version", "hostname", b"hostname", "last_seen_time", b"last_seen_time", "name", b"name", "queues", b"queues", "register_time", b"register_time", "registry", b"registry", "running", b"running", "state", b"state", "worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Worker: _TypeAlias = Worker  # noqa: Y015
+
+@_typing.final
+class ListWorkersRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    INCLUDE_GONE_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    include_gone: _builtins.bool
+    """Also list workers that have left."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        include_gone: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_gone", b"include_gone", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkersRequest: _TypeAlias = ListWorkersRequest  # noqa: Y015
+
+@_typing.final
+class ListWorkersResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKERS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def workers(self) -> _containers.RepeatedCompositeFieldContainer[Global___Worker]: ...
+    def __init__(
+        self,
+        *,
+        workers: _abc.Iterable[Global___Worker] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "workers", b"workers"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListWorkersResponse: _TypeAlias = ListWorkersResponse  # noqa: Y015
+
+@_typing.final
+class DrainWorkerRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`workers/{worker_id}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DrainWorkerRequest: _TypeAlias = DrainWorkerRequest  # noqa: Y015
+
+@_typing.final
+class GetTaskLogsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TRY_NUMBER_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
+    try_number: _builtins.int
+    """The attempt's try number; 0 for the latest."""
+    offset: _builtins.int
+    """Byte offset to read from."""
+    max_bytes: _builtins.int
+    """At most this many bytes (default and limit 1 MiB)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        try_number: _builtins.int = ...,
+        offset: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_bytes", b"max_bytes", "name", b"name", "offset", b"offset", "try_number", b"try_number"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTaskLogsRequest: _TypeAlias = GetTaskLogsRequest  # noqa: Y015
+
+@_typing.final
+class TaskLogs(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    NEXT_OFFSET_FIELD_NUMBER: _builtins.int
+    TRY_NUMBER_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    data: _builtins.str
+    next_offset: _builtins.int
+    """Offset to ask for next."""
+    try_number: _builtins.int
+    complete: _builtins.bool
+    """True when the attempt has ended: nothing more will be appended."""
+    def __init__(
+        self,
+        *,
+        data: _builtins.str = ...,
+        next_offset: _builtins.int = ...,
+        try_number: _builtins.int = ...,
+        complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "data", b"data", "next_offset", b"next_offset", "try_number", b"try_number"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskLogs: _TypeAlias = TaskLogs  # noqa: Y015
+
+@_typing.final
 class GetLeaderRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

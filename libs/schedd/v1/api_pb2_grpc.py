@@ -213,6 +213,11 @@ class RunServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.ListRunsRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.ListRunsResponse.FromString,
                 _registered_method=True)
+        self.GetTaskLogs = channel.unary_unary(
+                '/schedd.v1.RunService/GetTaskLogs',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.TaskLogs.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -238,6 +243,13 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTaskLogs(self, request, context):
+        """The captured output of one attempt of a task instance, from a byte offset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -255,6 +267,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.ListRuns,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.ListRunsRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.ListRunsResponse.SerializeToString,
+            ),
+            'GetTaskLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskLogs,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.TaskLogs.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -339,6 +356,152 @@ class RunService:
             '/schedd.v1.RunService/ListRuns',
             schedd_dot_v1_dot_api__pb2.ListRunsRequest.SerializeToString,
             schedd_dot_v1_dot_api__pb2.ListRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/GetTaskLogs',
+            schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.TaskLogs.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class WorkerServiceStub:
+    """The workers connected to the registries.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListWorkers = channel.unary_unary(
+                '/schedd.v1.WorkerService/ListWorkers',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
+        self.DrainWorker = channel.unary_unary(
+                '/schedd.v1.WorkerService/DrainWorker',
+                request_serializer=schedd_dot_v1_dot_api__pb2.DrainWorkerRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.Worker.FromString,
+                _registered_method=True)
+
+
+class WorkerServiceServicer:
+    """The workers connected to the registries.
+    """
+
+    def ListWorkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainWorker(self, request, context):
+        """Asks a worker to stop taking work, finish what it runs, and exit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_WorkerServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListWorkersRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'DrainWorker': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainWorker,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.DrainWorkerRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.Worker.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.WorkerService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.WorkerService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class WorkerService:
+    """The workers connected to the registries.
+    """
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.WorkerService/ListWorkers',
+            schedd_dot_v1_dot_api__pb2.ListWorkersRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainWorker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.WorkerService/DrainWorker',
+            schedd_dot_v1_dot_api__pb2.DrainWorkerRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.Worker.FromString,
             options,
             channel_credentials,
             insecure,

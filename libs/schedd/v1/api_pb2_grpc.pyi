@@ -87,6 +87,8 @@ class RunServiceStub:
     """Triggers a manual run of a DAG. Retrying with the same request_id returns the same run."""
     GetRun: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetRunRequest, _resources_pb2.DagRun]
     ListRuns: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]
+    GetTaskLogs: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]
+    """The captured output of one attempt of a task instance, from a byte offset."""
 
 @_typing.type_check_only
 class RunServiceAsyncStub(RunServiceStub):
@@ -97,6 +99,8 @@ class RunServiceAsyncStub(RunServiceStub):
     """Triggers a manual run of a DAG. Retrying with the same request_id returns the same run."""
     GetRun: _aio.UnaryUnaryMultiCallable[_api_pb2.GetRunRequest, _resources_pb2.DagRun]  # type: ignore[assignment]
     ListRuns: _aio.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]  # type: ignore[assignment]
+    GetTaskLogs: _aio.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]  # type: ignore[assignment]
+    """The captured output of one attempt of a task instance, from a byte offset."""
 
 class RunServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs of DAGs and their task instances."""
@@ -123,7 +127,55 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.ListRunsResponse, _abc.Awaitable[_api_pb2.ListRunsResponse]]: ...
 
+    @_abc_1.abstractmethod
+    def GetTaskLogs(
+        self,
+        request: _api_pb2.GetTaskLogsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.TaskLogs, _abc.Awaitable[_api_pb2.TaskLogs]]:
+        """The captured output of one attempt of a task instance, from a byte offset."""
+
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class WorkerServiceStub:
+    """The workers connected to the registries."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> WorkerServiceAsyncStub: ...
+    ListWorkers: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListWorkersRequest, _api_pb2.ListWorkersResponse]
+    DrainWorker: _grpc.UnaryUnaryMultiCallable[_api_pb2.DrainWorkerRequest, _api_pb2.Worker]
+    """Asks a worker to stop taking work, finish what it runs, and exit."""
+
+@_typing.type_check_only
+class WorkerServiceAsyncStub(WorkerServiceStub):
+    """The workers connected to the registries."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    ListWorkers: _aio.UnaryUnaryMultiCallable[_api_pb2.ListWorkersRequest, _api_pb2.ListWorkersResponse]  # type: ignore[assignment]
+    DrainWorker: _aio.UnaryUnaryMultiCallable[_api_pb2.DrainWorkerRequest, _api_pb2.Worker]  # type: ignore[assignment]
+    """Asks a worker to stop taking work, finish what it runs, and exit."""
+
+class WorkerServiceServicer(metaclass=_abc_1.ABCMeta):
+    """The workers connected to the registries."""
+
+    @_abc_1.abstractmethod
+    def ListWorkers(
+        self,
+        request: _api_pb2.ListWorkersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListWorkersResponse, _abc.Awaitable[_api_pb2.ListWorkersResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DrainWorker(
+        self,
+        request: _api_pb2.DrainWorkerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.Worker, _abc.Awaitable[_api_pb2.Worker]]:
+        """Asks a worker to stop taking work, finish what it runs, and exit."""
+
+def add_WorkerServiceServicer_to_server(servicer: WorkerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class ClusterServiceStub:
     """The state of the cluster: who leads the schedulers."""

@@ -12,6 +12,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -36,12 +37,20 @@ class _TaskOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TaskOutco
     TASK_OUTCOME_UNSPECIFIED: _TaskOutcome.ValueType  # 0
     TASK_OUTCOME_SUCCEEDED: _TaskOutcome.ValueType  # 1
     TASK_OUTCOME_FAILED: _TaskOutcome.ValueType  # 2
+    TASK_OUTCOME_ABANDONED: _TaskOutcome.ValueType  # 3
+    """The worker stopped the attempt before it finished (drain grace passed, lease lost):
+    the attempt is lost and the task runs again without using up a retry.
+    """
 
 class TaskOutcome(_TaskOutcome, metaclass=_TaskOutcomeEnumTypeWrapper): ...
 
 TASK_OUTCOME_UNSPECIFIED: TaskOutcome.ValueType  # 0
 TASK_OUTCOME_SUCCEEDED: TaskOutcome.ValueType  # 1
 TASK_OUTCOME_FAILED: TaskOutcome.ValueType  # 2
+TASK_OUTCOME_ABANDONED: TaskOutcome.ValueType  # 3
+"""The worker stopped the attempt before it finished (drain grace passed, lease lost):
+the attempt is lost and the task runs again without using up a retry.
+"""
 Global___TaskOutcome: _TypeAlias = TaskOutcome  # noqa: Y015
 
 @_typing.final
@@ -80,12 +89,22 @@ class WorkerHello(_message.Message):
     QUEUES_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
     CODE_VERSION_FIELD_NUMBER: _builtins.int
+    INCARNATION_FIELD_NUMBER: _builtins.int
+    RUNNING_FIELD_NUMBER: _builtins.int
     worker_id: _builtins.str
     hostname: _builtins.str
     capacity: _builtins.int
     code_version: _builtins.str
+    incarnation: _builtins.str
+    """Unique per worker process start. A new incarnation's attempts are only those it lists."""
     @_builtins.property
     def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def running(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttemptRef]:
+        """The attempts this worker is running (or holding an unacknowledged result for) right now,
+        e.g. after a reconnect. Any other attempt assigned to this worker id is lost and run again.
+        """
+
     def __init__(
         self,
         *,
@@ -94,10 +113,12 @@ class WorkerHello(_message.Message):
         queues: _abc.Iterable[_builtins.str] | None = ...,
         capacity: _builtins.int = ...,
         code_version: _builtins.str = ...,
+        incarnation: _builtins.str = ...,
+        running: _abc.Iterable[Global___AttemptRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "code_version", b"code_version", "hostname", b"hostname", "queues", b"queues", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "code_version", b"code_version", "hostname", b"hostname", "incarnation", b"incarnation", "queues", b"queues", "running", b"running", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -154,9 +175,12 @@ class TaskResult(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
+    RESULT_JSON_FIELD_NUMBER: _builtins.int
     outcome: Global___TaskOutcome.ValueType
     exit_code: _builtins.int
     error: _builtins.str
+    result_json: _builtins.str
+    """JSON of the value the task returned (Python tasks); empty for none."""
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
     @_builtins.property
@@ -172,14 +196,60 @@ class TaskResult(_message.Message):
         error: _builtins.str = ...,
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
+        result_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "outcome", b"outcome", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "outcome", b"outcome", "result_json", b"result_json", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TaskResult: _TypeAlias = TaskResult  # noqa: Y015
+
+@_typing.final
+class LogChunk(_message.Message):
+    """Captured output of an attempt; offset is the byte offset of data in the attempt's output."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    OFFSET_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    offset: _builtins.int
+    data: _builtins.str
+    @_builtins.property
+    def attempt(self) -> Global___AttemptRef: ...
+    def __init__(
+        self,
+        *,
+        attempt: Global___AttemptRef | None = ...,
+        offset: _builtins.int = ...,
+        data: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "data", b"data", "offset", b"offset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LogChunk: _TypeAlias = LogChunk  # noqa: Y015
+
+@_typing.final
+class Draining(_message.Message):
+    """The worker stops taking new work; it finishes (or hands back) what it runs, then leaves."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Draining: _TypeAlias = Draining  # noqa: Y015
 
 @_typing.final
 class WorkerMessage(_message.Message):
@@ -189,6 +259,8 @@ class WorkerMessage(_message.Message):
     CREDIT_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    LOG_FIELD_NUMBER: _builtins.int
+    DRAINING_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___WorkerHello: ...
     @_builtins.property
@@ -197,6 +269,10 @@ class WorkerMessage(_message.Message):
     def heartbeat(self) -> Global___TaskHeartbeat: ...
     @_builtins.property
     def result(self) -> Global___TaskResult: ...
+    @_builtins.property
+    def log(self) -> Global___LogChunk: ...
+    @_builtins.property
+    def draining(self) -> Global___Draining: ...
     def __init__(
         self,
         *,
@@ -204,12 +280,14 @@ class WorkerMessage(_message.Message):
         credit: Global___Credit | None = ...,
         heartbeat: Global___TaskHeartbeat | None = ...,
         result: Global___TaskResult | None = ...,
+        log: Global___LogChunk | None = ...,
+        draining: Global___Draining | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "heartbeat", b"heartbeat", "hello", b"hello", "message", b"message", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "heartbeat", b"heartbeat", "hello", b"hello", "message", b"message", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "credit", "heartbeat", "result"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "credit", "heartbeat", "result", "log", "draining"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
@@ -272,11 +350,15 @@ class Assignment(_message.Message):
     ENV_FIELD_NUMBER: _builtins.int
     EXECUTION_TIMEOUT_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
+    PARAMS_FIELD_NUMBER: _builtins.int
+    UPSTREAM_RESULTS_JSON_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     run_id: _builtins.str
     task_id: _builtins.str
     idempotency_key: _builtins.str
     """Stable for this attempt; tasks use it to deduplicate their side effects."""
+    upstream_results_json: _builtins.str
+    """JSON object of the values returned by the task's direct upstream tasks, by task id."""
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
     @_builtins.property
@@ -289,6 +371,10 @@ class Assignment(_message.Message):
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def execution_timeout(self) -> _duration_pb2.Duration: ...
+    @_builtins.property
+    def params(self) -> _struct_pb2.Struct:
+        """Task parameters (the task's params, with the run's conf on top)."""
+
     def __init__(
         self,
         *,
@@ -302,16 +388,65 @@ class Assignment(_message.Message):
         env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         execution_timeout: _duration_pb2.Duration | None = ...,
         idempotency_key: _builtins.str = ...,
+        params: _struct_pb2.Struct | None = ...,
+        upstream_results_json: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "execution_timeout", b"execution_timeout", "logical_date", b"logical_date", "python", b"python", "shell", b"shell"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "execution_timeout", b"execution_timeout", "logical_date", b"logical_date", "params", b"params", "python", b"python", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "dag_id", b"dag_id", "env", b"env", "execution_timeout", b"execution_timeout", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "python", b"python", "run_id", b"run_id", "shell", b"shell", "task_id", b"task_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "dag_id", b"dag_id", "env", b"env", "execution_timeout", b"execution_timeout", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "params", b"params", "python", b"python", "run_id", b"run_id", "shell", b"shell", "task_id", b"task_id", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_action) -> _WhichOneofReturnType_action | None: ...
 
 Global___Assignment: _TypeAlias = Assignment  # noqa: Y015
+
+@_typing.final
+class CancelAttempts(_message.Message):
+    """Stop these attempts now: they are no longer current (failed over, cancelled, cleared)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    @_builtins.property
+    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttemptRef]: ...
+    def __init__(
+        self,
+        *,
+        attempts: _abc.Iterable[Global___AttemptRef] | None = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelAttempts: _TypeAlias = CancelAttempts  # noqa: Y015
+
+@_typing.final
+class Drain(_message.Message):
+    """Stop taking new work, finish what runs within grace, then disconnect and exit."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRACE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grace(self) -> _duration_pb2.Duration: ...
+    def __init__(
+        self,
+        *,
+        grace: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grace", b"grace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Drain: _TypeAlias = Drain  # noqa: Y015
 
 @_typing.final
 class ReportAck(_message.Message):
@@ -351,24 +486,32 @@ class RegistryMessage(_message.Message):
     WELCOME_FIELD_NUMBER: _builtins.int
     ASSIGNMENT_FIELD_NUMBER: _builtins.int
     ACK_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
+    DRAIN_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
     def assignment(self) -> Global___Assignment: ...
     @_builtins.property
     def ack(self) -> Global___ReportAck: ...
+    @_builtins.property
+    def cancel(self) -> Global___CancelAttempts: ...
+    @_builtins.property
+    def drain(self) -> Global___Drain: ...
     def __init__(
         self,
         *,
         welcome: Global___Welcome | None = ...,
         assignment: Global___Assignment | None = ...,
         ack: Global___ReportAck | None = ...,
+        cancel: Global___CancelAttempts | None = ...,
+        drain: Global___Drain | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "message", b"message", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "message", b"message", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 

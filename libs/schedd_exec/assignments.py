@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
+from google.protobuf.json_format import MessageToDict
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
 from schedd_rpc import convert
+from schedd_store import dispatch
 from schedd_store.dispatch import ClaimedAttempt
 from schedd_store.versions import VersionCache
 
@@ -20,10 +24,15 @@ class AssignmentBuilder:
     async def build(self, claimed: Sequence[ClaimedAttempt]) -> list[worker_pb2.RegistryMessage]:
         async with self._engine.connect() as conn:
             await self._versions.load(conn, {c.dag_version_id for c in claimed})
-        return [self._one(c) for c in claimed]
+            upstream = {
+                up for c in claimed for up in self._versions.task(c.dag_version_id, c.task_id).upstream
+            }
+            results = await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))
+        return [self._one(c, results) for c in claimed]
 
-    def _one(self, c: ClaimedAttempt) -> worker_pb2.RegistryMessage:
+    def _one(self, c: ClaimedAttempt, results: dict[tuple[int, str], Any]) -> worker_pb2.RegistryMessage:
         task = self._versions.task(c.dag_version_id, c.task_id)
+        key = idempotency_key(c)
         env = dict(task.env)
         env.update(
             {
@@ -32,9 +41,12 @@ class AssignmentBuilder:
                 "SCHEDD_TASK_ID": c.task_id,
                 "SCHEDD_TRY_NUMBER": str(c.try_number),
                 "SCHEDD_LOGICAL_DATE": c.logical_date.isoformat(),
-                "SCHEDD_IDEMPOTENCY_KEY": idempotency_key(c),
+                "SCHEDD_IDEMPOTENCY_KEY": key,
             }
         )
+        params: dict[str, Any] = MessageToDict(task.params) if task.HasField("params") else {}
+        params.update(c.conf)
+        upstream = {up: results[(c.run_pk, up)] for up in task.upstream if (c.run_pk, up) in results}
         assignment = worker_pb2.Assignment(
             attempt=worker_pb2.AttemptRef(
                 task_instance_id=c.ti_id, try_number=c.try_number, attempt_id=c.attempt_id
@@ -44,7 +56,9 @@ class AssignmentBuilder:
             task_id=c.task_id,
             logical_date=convert.ts(c.logical_date),
             env=env,
-            idempotency_key=idempotency_key(c),
+            idempotency_key=key,
+            params=convert.struct(params),
+            upstream_results_json=json.dumps(upstream) if upstream else "",
         )
         if task.HasField("shell"):
             assignment.shell.CopyFrom(task.shell)

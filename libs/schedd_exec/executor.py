@@ -1,0 +1,156 @@
+"""Running assignments concurrently: shell commands in subprocesses, Python callables in a warm pool.
+
+Each attempt runs as one asyncio task keyed by its attempt id. ``cancel`` stops
+an attempt (its process is terminated) and reports it abandoned, so it runs again
+elsewhere; an attempt is reported exactly once, through ``on_done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from schedd.v1 import worker_pb2
+from schedd_exec.outcome import Outcome
+from schedd_exec.python_pool import PythonPool
+from schedd_exec.shell import run_shell
+
+log = logging.getLogger(__name__)
+
+OutputSink = Callable[[worker_pb2.Assignment, bytes], None]
+DoneSink = Callable[[worker_pb2.Assignment, Outcome], None]
+
+
+class AttemptExecutor:
+    def __init__(
+        self,
+        *,
+        python_workers: int,
+        kill_grace: float = 5.0,
+        on_output: OutputSink | None = None,
+        on_done: DoneSink,
+    ) -> None:
+        self._kill_grace = kill_grace
+        self._on_output = on_output
+        self._on_done = on_done
+        self._pool = PythonPool(python_workers, kill_grace=kill_grace) if python_workers > 0 else None
+        self._running: dict[str, tuple[worker_pb2.Assignment, asyncio.Task[None]]] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def start(self) -> None:
+        if self._pool is not None:
+            await self._pool.start()
+
+    async def close(self) -> None:
+        await self.cancel_all("the executor is closing")
+        if self._pool is not None:
+            await self._pool.close()
+
+    @property
+    def running(self) -> list[worker_pb2.Assignment]:
+        return [a for a, _ in self._running.values()]
+
+    def is_running(self, attempt_id: str) -> bool:
+        return attempt_id in self._running
+
+    def submit(self, assignment: worker_pb2.Assignment) -> None:
+        attempt_id = assignment.attempt.attempt_id
+        if attempt_id in self._running:
+            return
+        task = asyncio.create_task(self._run(assignment), name=f"attempt-{attempt_id}")
+        self._running[attempt_id] = (assignment, task)
+        self._idle.clear()
+
+    def cancel(self, attempt_id: str) -> bool:
+        """Stop an attempt; it is reported abandoned. Returns whether it was running."""
+        entry = self._running.get(attempt_id)
+        if entry is None:
+            return False
+        entry[1].cancel()
+        return True
+
+    async def cancel_all(self, reason: str) -> None:
+        for _, task in list(self._running.values()):
+            task.cancel()
+        if self._running:
+            log.info("stopping %d attempts: %s", len(self._running), reason)
+        await self.wait_idle(None)
+
+    async def wait_idle(self, timeout: float | None) -> bool:
+        """Wait until nothing runs; returns False if ``timeout`` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    async def _run(self, assignment: worker_pb2.Assignment) -> None:
+        started = datetime.now(UTC)
+        try:
+            outcome = await self._execute(assignment)
+        except asyncio.CancelledError:
+            outcome = Outcome(
+                False, -1, "stopped before it finished", started, datetime.now(UTC), abandoned=True
+            )
+        except Exception as exc:
+            log.exception("attempt %s could not run", assignment.attempt.attempt_id)
+            outcome = Outcome(
+                False, -1, f"the worker could not run the task: {exc}", started, datetime.now(UTC)
+            )
+        finally:
+            self._running.pop(assignment.attempt.attempt_id, None)
+            if not self._running:
+                self._idle.set()
+        self._on_done(assignment, outcome)
+
+    async def _execute(self, assignment: worker_pb2.Assignment) -> Outcome:
+        env = dict(assignment.env)
+        if assignment.upstream_results_json:
+            env["SCHEDD_UPSTREAM_RESULTS"] = assignment.upstream_results_json
+        timeout = (
+            assignment.execution_timeout.ToTimedelta().total_seconds()
+            if assignment.HasField("execution_timeout")
+            else None
+        )
+        action = assignment.WhichOneof("action")
+        sink = self._sink(assignment)
+        if action == "shell":
+            if assignment.HasField("params"):
+                env["SCHEDD_PARAMS"] = json.dumps(MessageToDict(assignment.params))
+            return await run_shell(
+                assignment.shell.command,
+                env=env,
+                timeout=timeout,
+                kill_grace=self._kill_grace,
+                on_output=sink,
+            )
+        if action == "python":
+            if self._pool is None:
+                raise RuntimeError("this executor runs no Python tasks (python_workers=0)")
+            params: dict[str, Any] = MessageToDict(assignment.params) if assignment.HasField("params") else {}
+            py = await self._pool.run(assignment.python.target, env=env, timeout=timeout, params=params)
+            if py.output and sink is not None:
+                sink(py.output.encode())
+            return Outcome(
+                py.succeeded, py.exit_code, py.error, py.started_at, py.ended_at, result_json=py.result_json
+            )
+        raise ValueError("the assignment has no action")
+
+    def _sink(self, assignment: worker_pb2.Assignment) -> Callable[[bytes], None] | None:
+        on_output = self._on_output
+        if on_output is None:
+            return None
+
+        def sink(data: bytes) -> None:
+            with contextlib.suppress(Exception):
+                on_output(assignment, data)
+
+        return sink

@@ -1,0 +1,299 @@
+"""The child side of the warm Python pool: ``python -m schedd_exec.python_child --reply-fd N``.
+
+One child runs one task at a time, for as many tasks as the parent sends it
+(see :mod:`schedd_exec.python_pool` for the parent and the guarantees it gives).
+
+Protocol: frames of a 4-byte big-endian length followed by that many bytes of
+UTF-8 JSON. Requests arrive on the child's stdin; replies leave on the pipe
+whose write end the parent passed as ``--reply-fd``. At start-up the child
+moves stdin to a private descriptor and puts ``/dev/null`` on fd 0, so nothing a
+task does with fds 0, 1 or 2 can touch the protocol; both protocol descriptors
+are close-on-exec, so a task's subprocesses do not inherit them. The first
+frame the child sends is ``{"ready": pid}``.
+
+Request: ``{"target": "pkg.mod:func", "env": {...}, "params": {...} | null}``.
+Reply: ``{"ok": bool, "code": int, "error": str, "result": str, "recycle": bool}``
+where ``result`` is the JSON text of the return value ("" for None) and
+``recycle`` asks the parent to retire this child (its state looks damaged).
+EOF on stdin makes the child exit with status 0.
+
+The task's output: fds 1 and 2 of the child are, for its whole life, the
+output file the parent created for it, so ``print``, ``sys.stderr``, C
+extensions and subprocesses (``os.system``) all land there; the parent reads
+it after each task. Per task the child:
+
+* sets ``os.environ`` to its start-up environment plus the request's ``env``
+  and afterwards restores it exactly (variables the task set or deleted too);
+* restores the working directory and ``sys.stdout``/``sys.stderr`` objects;
+* imports the module with :func:`importlib.import_module` (cached in
+  ``sys.modules``: a module is imported once per child, so code changed on
+  disk is seen only by new children);
+* calls the function with the keyword arguments it declares among
+  ``params`` (the request's params, ``{}`` when absent) and ``context`` (the
+  ``SCHEDD_*`` identity variables present in the task's environment, keyed by
+  their variable names); a function taking ``**kwargs`` gets both; an
+  ``async def`` function (or a returned awaitable) is run with
+  :func:`asyncio.run`.
+
+On Linux the child asks the kernel to SIGKILL it when the worker process dies
+(``PR_SET_PDEATHSIG``), so a hung task does not outlive a crashed worker;
+processes the task started are not covered by that.
+
+Not restored between tasks: other module-level state, ``sys.path``, signal
+handlers, threads or subprocesses a task left running (they are killed when
+the child is retired or killed, as the child leads its own process group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import inspect
+import json
+import os
+import signal
+import struct
+import sys
+import traceback
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+CONTEXT_VARS = (
+    "SCHEDD_DAG_ID",
+    "SCHEDD_RUN_ID",
+    "SCHEDD_TASK_ID",
+    "SCHEDD_TRY_NUMBER",
+    "SCHEDD_LOGICAL_DATE",
+    "SCHEDD_IDEMPOTENCY_KEY",
+)
+TRACEBACK_LINES = 20
+_HEADER = struct.Struct(">I")
+
+
+class _Callable:
+    """A resolved target and what its signature accepts."""
+
+    __slots__ = ("func", "wants_context", "wants_params")
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        try:
+            parameters = inspect.signature(func).parameters
+        except (TypeError, ValueError):  # some builtins have no signature
+            parameters = {}  # type: ignore[assignment]
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        keywordable = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+        def accepts(name: str) -> bool:
+            p = parameters.get(name)
+            return var_kw or (p is not None and p.kind in keywordable)
+
+        self.wants_params = accepts("params")
+        self.wants_context = accepts("context")
+
+
+class TaskError(Exception):
+    """A failure to report with this message and no traceback."""
+
+
+def resolve(target: str) -> Callable[..., Any]:
+    """``pkg.mod:func`` (or ``pkg.mod:Class.method``) to the callable it names."""
+    module_name, sep, attr_path = target.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise TaskError(f"invalid target {target!r}: expected 'package.module:function'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise TaskError(
+            f"cannot import module {module_name!r} for target {target!r}: " + _trimmed(exc)
+        ) from exc
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise TaskError(
+                f"cannot find {attr_path!r} in module {module_name!r} (target {target!r})"
+            ) from None
+    if not callable(obj):
+        raise TaskError(f"target {target!r} is not callable (it is a {type(obj).__name__})")
+    return obj  # type: ignore[no-any-return]
+
+
+def _trimmed(exc: BaseException) -> str:
+    """``Type: message`` and the last lines of the traceback, without this module's frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    lines = "".join(traceback.format_exception(type(exc), exc, tb)).rstrip("\n").split("\n")
+    if len(lines) > TRACEBACK_LINES:
+        lines = ["... (traceback trimmed)", *lines[-TRACEBACK_LINES:]]
+    head = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return head + "\n" + "\n".join(lines)
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+class Child:
+    def __init__(self, req_fd: int, reply_fd: int, max_result_bytes: int) -> None:
+        self._requests = os.fdopen(req_fd, "rb", buffering=256 * 1024)
+        self._reply_fd = reply_fd
+        self._max_result_bytes = max_result_bytes
+        self._base_env = dict(os.environ)
+        self._base_cwd = os.getcwd()
+        self._stdout = sys.stdout
+        self._stderr = sys.stderr
+        self._callables: dict[str, _Callable] = {}
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps(message, separators=(",", ":")).encode()
+        view = memoryview(_HEADER.pack(len(body)) + body)
+        while view:
+            view = view[os.write(self._reply_fd, view) :]
+
+    def receive(self) -> dict[str, Any] | None:
+        header = self._requests.read(_HEADER.size)
+        if len(header) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack(header)
+        body = self._requests.read(size)
+        if len(body) < size:
+            return None
+        message: dict[str, Any] = json.loads(body)
+        return message
+
+    def serve(self) -> None:
+        self.send({"ready": os.getpid()})
+        while (request := self.receive()) is not None:
+            reply = self.handle(request)
+            reply["recycle"] = not self._restore() or reply.get("recycle", False)
+            self.send(reply)
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        target = str(request.get("target", ""))
+        env: dict[str, str] = request.get("env") or {}
+        params: dict[str, Any] = request.get("params") or {}
+        try:
+            os.environ.update(env)
+            entry = self._callables.get(target)
+            if entry is None:
+                entry = self._callables[target] = _Callable(resolve(target))
+            kwargs: dict[str, Any] = {}
+            if entry.wants_params:
+                kwargs["params"] = params
+            if entry.wants_context:
+                kwargs["context"] = {k: os.environ[k] for k in CONTEXT_VARS if k in os.environ}
+            result = entry.func(**kwargs)
+            if inspect.isawaitable(result):
+                import asyncio  # only now: importing it costs a child ~50 ms at start-up
+
+                coro: Coroutine[Any, Any, Any] = _await(result)
+                result = asyncio.run(coro)
+        except TaskError as exc:
+            return _reply(False, 1, str(exc))
+        except SystemExit as exc:
+            return _exit_reply(exc.code)
+        except BaseException as exc:
+            return _reply(False, 1, _trimmed(exc))
+        return self._encode_result(result)
+
+    def _encode_result(self, result: Any) -> dict[str, Any]:
+        if result is None:
+            return _reply(True, 0, "")
+        try:
+            text = json.dumps(result)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return _reply(False, 1, f"the return value is not JSON-serialisable: {type(exc).__name__}: {exc}")
+        size = len(text.encode())
+        if size > self._max_result_bytes:
+            return _reply(
+                False,
+                1,
+                f"the return value is too large: {size} bytes of JSON, the limit is "
+                f"{self._max_result_bytes} bytes",
+            )
+        return _reply(True, 0, "", text)
+
+    def _restore(self) -> bool:
+        """Undo what a task may have changed; False if this child should be retired."""
+        healthy = True
+        if sys.stdout is not self._stdout:
+            sys.stdout = self._stdout
+        if sys.stderr is not self._stderr:
+            sys.stderr = self._stderr
+        for stream in (self._stdout, self._stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                healthy = False
+        if dict(os.environ) != self._base_env:
+            for key in [k for k in os.environ if k not in self._base_env]:
+                del os.environ[key]
+            for key, value in self._base_env.items():
+                if os.environ.get(key) != value:
+                    os.environ[key] = value
+        try:
+            if os.getcwd() != self._base_cwd:
+                os.chdir(self._base_cwd)
+        except OSError:
+            healthy = False
+        return healthy
+
+
+def _reply(ok: bool, code: int, error: str, result: str = "") -> dict[str, Any]:
+    return {"ok": ok, "code": code, "error": error, "result": result}
+
+
+def _exit_reply(code: object) -> dict[str, Any]:
+    if code is None or code == 0:
+        return _reply(True, 0, "")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return _reply(False, code, f"SystemExit({code})")
+    return _reply(False, 1, f"SystemExit: {code}")
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """On Linux, have the kernel SIGKILL this child when the worker dies, even by SIGKILL."""
+    if not sys.platform.startswith("linux") or parent_pid <= 0:
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(137)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="schedd_exec.python_child")
+    parser.add_argument("--reply-fd", type=int, required=True)
+    parser.add_argument("--max-result-bytes", type=int, default=64 * 1024)
+    parser.add_argument("--parent-pid", type=int, default=0)
+    args = parser.parse_args(argv)
+    _die_with_parent(args.parent_pid)
+
+    # The protocol leaves fds 0-2 before any task code can run.
+    req_fd = os.dup(0)  # os.dup makes a close-on-exec descriptor
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.set_inheritable(args.reply_fd, False)
+    # Line-buffered stdout keeps print() and stderr roughly in order in the shared output file.
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+    Child(req_fd, args.reply_fd, args.max_result_bytes).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

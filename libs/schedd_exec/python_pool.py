@@ -1,0 +1,535 @@
+"""A pool of warm Python child processes that run ``package.module:function`` tasks.
+
+Starting an interpreter per task costs 50-100 ms; a :class:`PythonPool` keeps
+``size`` long-lived children (``python -m schedd_exec.python_child``, see
+:mod:`schedd_exec.python_child`) and hands each :meth:`PythonPool.run` call to an
+idle one over a pipe protocol (length-prefixed JSON; no pickle), so a no-op task
+costs a couple of pipe round trips.
+
+Guaranteed:
+
+* A task cannot crash, hang or corrupt the worker: it runs in another process,
+  in its own process group. The protocol travels on descriptors the task
+  never sees as fds 0-2 (and which are close-on-exec), so nothing it prints or
+  writes to fd 1/2 can corrupt it.
+* ``timeout`` is enforced: the child's process group gets SIGTERM, then SIGKILL
+  after ``kill_grace``; the outcome says ``execution timeout of Xs exceeded``.
+* A child that dies during a task (segfault, ``os._exit``, OOM kill) gives a
+  failed outcome naming the signal or exit status.
+* Cancelling :meth:`PythonPool.run` kills the child running that task (SIGTERM
+  at once, SIGKILL after ``kill_grace``): the task stops.
+* Every child that leaves the pool (timeout, death, cancellation, recycling
+  after ``recycle_after`` tasks or when it reports damaged state) is replaced,
+  so the pool keeps its size; a replacement that fails to start is retried
+  with backoff.
+* Output: fds 1 and 2 of a child are an unlinked temporary file owned by the
+  pool, truncated before each task, so everything the task writes there
+  (``print``, ``logging`` to stderr, C extensions, ``os.system``) is captured,
+  even when the child then dies or times out. The first and last
+  ``max_output_bytes / 2`` bytes are kept, with a marker for what was cut.
+* The return value must be JSON-serialisable and at most ``max_result_bytes``
+  of JSON, or the task fails with an error naming the problem.
+* :meth:`PythonPool.close` stops every child and its process group, with
+  bounded waits. If the worker process dies without closing the pool, each
+  child gets SIGKILL from the kernel (Linux ``PR_SET_PDEATHSIG``, which
+  strictly fires when the thread that started the child exits, so run the
+  pool on a long-lived event loop thread; a child
+  whose parent vanishes otherwise exits when its stdin reaches EOF, after its
+  current task).
+
+Not guaranteed (the price of warm processes; a task that needs them should be a
+shell task): isolation of module-level state, threads, ``sys.path`` or signal
+handlers between tasks of one child (``os.environ``, the working directory and
+``sys.stdout``/``sys.stderr`` are restored after each task); that a module
+changed on disk is re-imported (a child imports a module once); that the
+temporary output file stays small (it is on disk, only its head and tail are
+read); that background threads or processes a task left behind do not write
+into a later task's output of the same child (they are killed when the child
+leaves the pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import struct
+import sys
+import tempfile
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT = 30.0
+"""Seconds a new child has to say it is ready."""
+_DRAIN_AFTER_EXIT = 0.5
+_KILL_WAIT = 5.0
+_HEADER = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class PyOutcome:
+    """How one Python task ended. Datetimes are timezone-aware UTC."""
+
+    succeeded: bool
+    exit_code: int
+    error: str
+    result_json: str
+    """JSON text of the return value; "" when it returned None (or did not return)."""
+    output: str
+    """What the task wrote to stdout and stderr, possibly truncated with a marker."""
+    started_at: datetime
+    ended_at: datetime
+
+
+class PoolClosedError(RuntimeError):
+    """:meth:`PythonPool.run` was called on, or was waiting for a child of, a closed pool."""
+
+
+class _TimedOut:
+    pass
+
+
+@dataclass(frozen=True)
+class _Exited:
+    returncode: int
+
+
+_Reply = dict[str, Any] | _Exited | _TimedOut
+_TIMED_OUT = _TimedOut()
+
+
+class _Child:
+    """One child process and the parent's ends of its pipes."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, out_fd: int, reader: asyncio.StreamReader) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.out_fd = out_fd
+        self.reader = reader
+        self.reply_transport: asyncio.BaseTransport | None = None
+        self.pending: asyncio.Future[_Reply] | None = None
+        self.busy = False
+        self.tasks_done = 0
+        self.exited = asyncio.Event()
+        self.returncode: int | None = None
+        self.kill_reason = ""
+        self.reader_task: asyncio.Task[None] | None = None
+        self.watch_task: asyncio.Task[None] | None = None
+        self.reap_task: asyncio.Task[None] | None = None
+        self._out_closed = False
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Signal the child's process group (the child leads it)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+
+    def resolve(self, value: _Reply) -> None:
+        fut = self.pending
+        if fut is not None and not fut.done():
+            fut.set_result(value)
+
+    def close_output_if_unused(self) -> None:
+        if not self._out_closed and not self.busy and self.reap_task is not None and self.reap_task.done():
+            self._out_closed = True
+            os.close(self.out_fd)
+
+    def read_output(self, limit: int) -> str:
+        size = os.fstat(self.out_fd).st_size
+        if size == 0:
+            return ""
+        if size <= limit:
+            return os.pread(self.out_fd, size, 0).decode(errors="replace")
+        head = limit // 2
+        tail = limit - head
+        first = os.pread(self.out_fd, head, 0).decode(errors="replace")
+        last = os.pread(self.out_fd, tail, size - tail).decode(errors="replace") if tail else ""
+        return f"{first}\n[... {size - limit} bytes of output truncated ...]\n{last}"
+
+
+def _output_file() -> int:
+    fd, path = tempfile.mkstemp(prefix="schedd-pychild-", suffix=".out")
+    os.unlink(path)
+    # O_APPEND: after the pool truncates the file, every writer starts again at offset 0.
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    return fd
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exited with status {returncode}"
+
+
+class PythonPool:
+    """``size`` warm Python children; :meth:`run` runs one task in an idle one.
+
+    Use ``await pool.start()`` ... ``await pool.close()``, or ``async with``.
+    Children run with the working directory the pool was created in (which is
+    on their ``sys.path``) and the worker's environment.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        python: str = sys.executable,
+        max_output_bytes: int = 64 * 1024,
+        max_result_bytes: int = 64 * 1024,
+        kill_grace: float = 2.0,
+        recycle_after: int = 1000,
+    ) -> None:
+        if size < 1:
+            raise ValueError("size must be at least 1")
+        if recycle_after < 1:
+            raise ValueError("recycle_after must be at least 1")
+        self._size = size
+        self._python = python
+        self._max_output_bytes = max_output_bytes
+        self._max_result_bytes = max_result_bytes
+        self._kill_grace = kill_grace
+        self._recycle_after = recycle_after
+        self._cwd = os.getcwd()
+        self._children: set[_Child] = set()
+        self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._started = False
+        self._closed = False
+        self._closed_event = asyncio.Event()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def pids(self) -> list[int]:
+        """Pids of the children in the pool now (fewer than ``size`` while replacements start)."""
+        return sorted(c.pid for c in self._children)
+
+    async def __aenter__(self) -> PythonPool:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start the children; raises (and leaves nothing running) if one cannot start."""
+        if self._started or self._closed:
+            raise RuntimeError("the pool was already started")
+        self._started = True
+        results = await asyncio.gather(*(self._spawn() for _ in range(self._size)), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for r in results:
+            if isinstance(r, _Child):
+                self._children.add(r)
+                self._idle.put_nowait(r)
+        if errors:
+            await self.close()
+            raise errors[0]
+
+    async def close(self) -> None:
+        """Stop all children and their process groups; bounded (about ``2 * kill_grace`` at most).
+
+        Idle children exit at once; a busy one gets ``kill_grace`` to finish its task, then SIGTERM,
+        then SIGKILL after another ``kill_grace``; its ``run()`` returns a failed outcome.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._closed_event.set()
+        self._idle.put_nowait(None)  # wakes the run() calls waiting for a child, one after another
+        for child in list(self._children):
+            child.kill_reason = "the pool was closed"
+            self._discard(child, graceful=True)
+        deadline = asyncio.get_running_loop().time() + 2 * self._kill_grace + _KILL_WAIT + _DRAIN_AFTER_EXIT
+        while self._background:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            await asyncio.wait(set(self._background), timeout=left)
+        for task in list(self._background):
+            log.warning("python pool: a clean-up task did not finish in time; cancelling it")
+            task.cancel()
+
+    async def run(
+        self,
+        target: str,
+        *,
+        env: dict[str, str],
+        timeout: float | None,
+        params: dict[str, object] | None = None,
+    ) -> PyOutcome:
+        """Run ``target`` (``package.module:function``) in an idle child, waiting for one if needed.
+
+        ``env`` is applied on top of the child's environment for this task only;
+        ``timeout`` (seconds) counts from when the task is handed to a child.
+        """
+        if not self._started:
+            raise RuntimeError("the pool was not started")
+        try:
+            body = json.dumps({"target": target, "env": env, "params": params}, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            now = datetime.now(UTC)
+            return PyOutcome(False, 1, f"params are not JSON-serialisable: {exc}", "", "", now, now)
+        data = body.encode()
+        request = _HEADER.pack(len(data)) + data
+
+        child = await self._acquire()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[_Reply] = loop.create_future()
+        child.pending = fut
+        child.busy = True
+        started = datetime.now(UTC)
+        timer = None
+        try:
+            os.ftruncate(child.out_fd, 0)
+            assert child.proc.stdin is not None
+            child.proc.stdin.write(request)
+            if timeout is not None:
+                timer = loop.call_later(timeout, child.resolve, _TIMED_OUT)
+            reply = await fut
+        except BaseException:
+            # Cancelled (or something unexpected): the task must stop.
+            child.signal(signal.SIGTERM)
+            child.kill_reason = "run() was cancelled"
+            child.pending = None
+            child.busy = False
+            self._discard(child)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        return await self._finish(child, reply, timeout, started)
+
+    async def _finish(
+        self, child: _Child, reply: _Reply, timeout: float | None, started: datetime
+    ) -> PyOutcome:
+        try:
+            if isinstance(reply, dict):
+                try:
+                    outcome = PyOutcome(
+                        succeeded=bool(reply["ok"]),
+                        exit_code=int(reply["code"]),
+                        error=str(reply["error"]),
+                        result_json=str(reply["result"]),
+                        output=child.read_output(self._max_output_bytes),
+                        started_at=started,
+                        ended_at=datetime.now(UTC),
+                    )
+                except (KeyError, TypeError, ValueError):
+                    reply = _Exited(-1)
+                    child.kill_reason = "protocol error"
+                else:
+                    child.tasks_done += 1
+                    if reply.get("recycle") or child.tasks_done >= self._recycle_after:
+                        self._discard(child, graceful=True)
+                    else:
+                        child.busy = False
+                        child.pending = None
+                        self._idle.put_nowait(child)
+                    return outcome
+            # Timed out or died: make sure the process group is gone before reading its output.
+            if isinstance(reply, _TimedOut):
+                child.kill_reason = "timeout"
+            reap = self._discard(child)
+            await asyncio.shield(reap)
+            output = child.read_output(self._max_output_bytes)
+            ended = datetime.now(UTC)
+            if isinstance(reply, _TimedOut):
+                return PyOutcome(
+                    False, -1, f"execution timeout of {timeout}s exceeded", "", output, started, ended
+                )
+            code = reply.returncode
+            if code == 0:  # os._exit(0): the task chose to end its process successfully
+                return PyOutcome(True, 0, "", "", output, started, ended)
+            reason = f" ({child.kill_reason})" if child.kill_reason else ""
+            error = f"the python child process {_describe_exit(code)} while running the task{reason}"
+            return PyOutcome(False, code, error, "", output, started, ended)
+        finally:
+            child.pending = None
+            child.busy = False
+            child.close_output_if_unused()
+
+    async def _acquire(self) -> _Child:
+        while True:
+            child = await self._idle.get()
+            if child is None:
+                self._idle.put_nowait(None)
+                raise PoolClosedError("the python pool is closed")
+            if child in self._children and not child.exited.is_set():
+                return child
+
+    # -- children -----------------------------------------------------------------------------
+
+    def _spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def _spawn(self) -> _Child:
+        loop = asyncio.get_running_loop()
+        out_fd = _output_file()
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self._python,
+                "-m",
+                "schedd_exec.python_child",
+                "--reply-fd",
+                str(write_fd),
+                "--max-result-bytes",
+                str(self._max_result_bytes),
+                "--parent-pid",
+                str(os.getpid()),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=out_fd,
+                stderr=out_fd,
+                pass_fds=(write_fd,),
+                cwd=self._cwd,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            os.close(out_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        reader = asyncio.StreamReader()
+        child = _Child(proc, out_fd, reader)
+        child.busy = True
+        ready: asyncio.Future[_Reply] = loop.create_future()
+        child.pending = ready
+        try:
+            # Wrapping a pipe descriptor does not block; the transport closes it.
+            pipe = open(read_fd, "rb", buffering=0)  # noqa: ASYNC230, SIM115
+        except BaseException:
+            os.close(read_fd)
+            raise
+        child.reader_task = self._spawn_task(self._read_replies(child, pipe))
+        child.watch_task = self._spawn_task(self._watch(child))
+        try:
+            reply = await asyncio.wait_for(ready, START_TIMEOUT)
+            if not (isinstance(reply, dict) and reply.get("ready") == proc.pid):
+                raise RuntimeError(f"unexpected first message from the python child: {reply!r}")
+        except BaseException as exc:
+            child.kill_reason = "start-up failed"
+            reap = self._discard(child)
+            try:
+                await asyncio.shield(reap)
+                output = child.read_output(4000).strip()
+            finally:
+                child.busy = False
+                child.close_output_if_unused()
+            if isinstance(exc, TimeoutError):
+                raise RuntimeError(f"the python child did not start in {START_TIMEOUT}s: {output}") from None
+            if isinstance(exc, Exception):
+                raise RuntimeError(f"the python child failed to start: {exc}; output: {output}") from exc
+            raise
+        child.pending = None
+        child.busy = False
+        return child
+
+    async def _read_replies(self, child: _Child, pipe: Any) -> None:
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(child.reader), pipe)
+        child.reply_transport = transport
+        reader = child.reader
+        try:
+            while True:
+                (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+                message = json.loads(await reader.readexactly(size))
+                if not isinstance(message, dict):
+                    raise ValueError("a reply is not a JSON object")
+                child.resolve(message)
+        except asyncio.IncompleteReadError:
+            pass  # EOF: the child exited (or closed its end)
+        except (ValueError, OSError) as exc:
+            log.error("python child %d: bad reply (%s); killing it", child.pid, exc)
+        finally:
+            transport.close()
+        # No more replies can come: a live child is useless.
+        if not child.exited.is_set():
+            child.kill_reason = child.kill_reason or "its reply pipe closed"
+            child.signal(signal.SIGKILL)
+
+    async def _watch(self, child: _Child) -> None:
+        returncode = await child.proc.wait()
+        # A reply written just before exiting is still in the pipe: let the reader take it first.
+        if child.reader_task is not None:
+            await asyncio.wait({child.reader_task}, timeout=_DRAIN_AFTER_EXIT)
+        if child.reply_transport is not None:
+            child.reply_transport.close()
+        child.returncode = returncode
+        child.exited.set()
+        child.resolve(_Exited(returncode))
+        if child in self._children:
+            log.warning("python child %d %s", child.pid, _describe_exit(returncode))
+        self._discard(child)
+
+    def _discard(self, child: _Child, *, graceful: bool = False) -> asyncio.Task[None]:
+        """Take ``child`` out of the pool (starting a replacement) and stop it; idempotent."""
+        if child in self._children:
+            self._children.discard(child)
+            if not self._closed:
+                self._spawn_task(self._replace())
+        if child.reap_task is None:
+            child.reap_task = self._spawn_task(self._reap(child, graceful))
+        return child.reap_task
+
+    async def _reap(self, child: _Child, graceful: bool) -> None:
+        try:
+            if graceful and not child.exited.is_set() and child.proc.stdin is not None:
+                child.proc.stdin.close()  # EOF: the child exits after its current task
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(child.exited.wait(), self._kill_grace)
+            if not child.exited.is_set():
+                child.signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(child.exited.wait(), self._kill_grace)
+                except TimeoutError:
+                    child.signal(signal.SIGKILL)
+                    try:
+                        await asyncio.wait_for(child.exited.wait(), _KILL_WAIT)
+                    except TimeoutError:
+                        log.error("python child %d did not die after SIGKILL", child.pid)
+            child.signal(signal.SIGKILL)  # whatever the task left running in the child's group
+            if child.proc.stdin is not None:
+                child.proc.stdin.close()
+        finally:
+            # Runs as a task: it is done only after this returns, so close the output in a callback.
+            asyncio.get_running_loop().call_soon(child.close_output_if_unused)
+
+    async def _replace(self) -> None:
+        delay = 0.5
+        while not self._closed:
+            try:
+                child = await self._spawn()
+            except Exception as exc:
+                log.error("python pool: cannot start a replacement child (retrying in %.1fs): %s", delay, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closed_event.wait(), delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            if self._closed:
+                child.kill_reason = "the pool was closed"
+                self._discard(child, graceful=True)
+            else:
+                self._children.add(child)
+                self._idle.put_nowait(child)
+            return

@@ -1,0 +1,80 @@
+"""Running a shell command as one attempt.
+
+The command runs under ``/bin/sh -c`` in its own process group with the attempt's
+environment on top of the caller's. Output (stdout and stderr, merged) is passed
+to ``on_output`` as it arrives. The execution timeout, when set, is enforced:
+SIGTERM to the process group, then SIGKILL after ``kill_grace``. Cancelling the
+coroutine stops the command the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+
+from schedd_exec.deathsig import kill_with_parent
+from schedd_exec.outcome import Outcome
+
+OUTPUT_TAIL_BYTES = 2000
+READ_CHUNK = 64 * 1024
+
+
+async def run_shell(
+    command: str,
+    *,
+    env: Mapping[str, str],
+    timeout: float | None,
+    kill_grace: float,
+    on_output: Callable[[bytes], None] | None = None,
+) -> Outcome:
+    started = datetime.now(UTC)
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh",
+        "-c",
+        command,
+        env={**os.environ, **env},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=kill_with_parent,
+    )
+    tail = bytearray()
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(READ_CHUNK):
+            tail.extend(chunk)
+            del tail[:-OUTPUT_TAIL_BYTES]
+            if on_output is not None:
+                on_output(chunk)
+        await proc.wait()
+
+    try:
+        await asyncio.wait_for(pump(), timeout)
+    except TimeoutError:
+        await terminate(proc, kill_grace)
+        return Outcome(False, -1, f"execution timeout of {timeout:g}s exceeded", started, datetime.now(UTC))
+    except asyncio.CancelledError:
+        await terminate(proc, kill_grace)
+        raise
+    code = proc.returncode if proc.returncode is not None else -1
+    text = tail.decode(errors="replace")
+    error = "" if code == 0 else f"exit code {code}" + (f"; output tail:\n{text}" if text else "")
+    return Outcome(code == 0, code, error, started, datetime.now(UTC))
+
+
+async def terminate(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """SIGTERM the process group, then SIGKILL it after ``grace`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()

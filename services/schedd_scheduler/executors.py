@@ -1,0 +1,181 @@
+"""Where queued task instances run, chosen by configuration behind one interface.
+
+- ``distributed`` (the default): registries hand them to workers; the scheduler runs nothing.
+- ``local``: this scheduler process claims queued task instances itself and runs them in a
+  bounded pool of subprocesses on its own machine. No registry or worker is needed.
+- ``sequential``: ``local`` with one task at a time, for debugging.
+
+The local executors use the same claims (``FOR UPDATE SKIP LOCKED``), attempt-conditional
+results, heartbeats and logs as workers do, so every guarantee holds the same way: several
+scheduler replicas with local executors never run one attempt twice, and an attempt of a
+crashed replica is failed over like any lost attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Sequence
+from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd.v1 import worker_pb2
+from schedd_exec.assignments import AssignmentBuilder
+from schedd_exec.executor import AttemptExecutor
+from schedd_exec.outcome import Outcome
+from schedd_store import dispatch
+from schedd_store.batching import Batcher
+from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
+
+log = logging.getLogger(__name__)
+
+
+class ExecutorKind(enum.StrEnum):
+    DISTRIBUTED = "distributed"
+    LOCAL = "local"
+    SEQUENTIAL = "sequential"
+
+
+class Executor(Protocol):
+    def wake(self, _payload: str = "") -> None:
+        """Task instances were queued."""
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+
+
+class DistributedExecutor:
+    """Registries and workers run the tasks; nothing to do in the scheduler."""
+
+    def wake(self, _payload: str = "") -> None:
+        pass
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+
+class LocalExecutor:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        identity: str,
+        parallelism: int,
+        queues: Sequence[str] = ("default",),
+        heartbeat_interval: float = 5.0,
+    ) -> None:
+        self._engine = engine
+        self._worker_id = f"local.{identity}"
+        self._parallelism = parallelism
+        self._queues = list(queues)
+        self._heartbeat_interval = heartbeat_interval
+        self._builder = AssignmentBuilder(engine)
+        self._wake = asyncio.Event()
+        self._results: Batcher[AttemptResult, ReportStatus] = Batcher(
+            "local-results", lambda batch: dispatch.apply_results(engine, batch)
+        )
+        self._logs: Batcher[LogChunk, None] = Batcher("local-logs", self._append_logs)
+        self._offsets: dict[str, int] = {}
+        self._pending: set[asyncio.Task[object]] = set()
+        self._executor = AttemptExecutor(
+            python_workers=parallelism, on_output=self._output, on_done=self._done
+        )
+        self.completed = 0
+
+    def wake(self, _payload: str = "") -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        await self._executor.start()
+        background = [
+            asyncio.create_task(self._results.run()),
+            asyncio.create_task(self._logs.run()),
+            asyncio.create_task(self._heartbeats()),
+        ]
+        self._wake.set()
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                free = self._parallelism - len(self._executor.running)
+                if free <= 0:
+                    continue
+                claimed = await dispatch.claim(
+                    self._engine, worker_id=self._worker_id, queues=self._queues, limit=free
+                )
+                for message in await self._builder.build(claimed):
+                    self._executor.submit(message.assignment)
+                if len(claimed) == free:
+                    self._wake.set()  # there may be more
+        finally:
+            for task in background:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await self._executor.close()
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_interval)
+            attempts = [
+                AttemptRef(a.attempt.task_instance_id, a.attempt.attempt_id) for a in self._executor.running
+            ]
+            if attempts:
+                stale = await dispatch.record_heartbeats(self._engine, self._worker_id, attempts)
+                for attempt_id in stale:
+                    self._executor.cancel(attempt_id)
+
+    async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
+        await dispatch.append_logs(self._engine, chunks)
+        return [None] * len(chunks)
+
+    def _output(self, assignment: worker_pb2.Assignment, data: bytes) -> None:
+        attempt = assignment.attempt
+        offset = self._offsets.get(attempt.attempt_id, 0)
+        self._offsets[attempt.attempt_id] = offset + len(data)
+        self._spawn(
+            self._logs.submit(
+                LogChunk(
+                    ti_id=attempt.task_instance_id,
+                    attempt_id=attempt.attempt_id,
+                    offset=offset,
+                    data=data.decode(errors="replace"),
+                )
+            )
+        )
+
+    def _done(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
+        attempt = assignment.attempt
+        self._offsets.pop(attempt.attempt_id, None)
+        self.completed += 1
+        self._spawn(
+            self._results.submit(
+                AttemptResult(
+                    ti_id=attempt.task_instance_id,
+                    attempt_id=attempt.attempt_id,
+                    succeeded=outcome.succeeded,
+                    exit_code=outcome.exit_code,
+                    error=outcome.error,
+                    ended_at=outcome.ended_at,
+                    started_at=outcome.started_at,
+                    result_json=outcome.result_json,
+                    abandoned=outcome.abandoned,
+                )
+            )
+        )
+        self._wake.set()
+
+    def _spawn(self, coro: Awaitable[object]) -> None:
+        task: asyncio.Task[object] = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+
+def make_executor(kind: ExecutorKind, engine: AsyncEngine, *, identity: str, parallelism: int) -> Executor:
+    if kind is ExecutorKind.DISTRIBUTED:
+        return DistributedExecutor()
+    return LocalExecutor(
+        engine, identity=identity, parallelism=1 if kind is ExecutorKind.SEQUENTIAL else parallelism
+    )

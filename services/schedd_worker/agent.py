@@ -1,0 +1,239 @@
+"""The worker's behaviour over its registry stream: hello, credits, assignments in; heartbeats,
+output and results out; cancellation and draining.
+
+Results not yet acknowledged are kept and sent again after a reconnect; the
+registry applies each at most once (attempt-conditional updates), so re-sending
+is safe. The hello of every (re)connect lists what this worker runs, so the
+registry can fail over anything assigned to it that never arrived. The stream is
+re-opened with exponential backoff after it breaks. Output is best effort: what
+is produced while disconnected is not stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import grpc
+
+from schedd.v1 import worker_pb2, worker_pb2_grpc
+from schedd_exec.executor import AttemptExecutor
+from schedd_exec.outcome import Outcome
+from schedd_rpc import convert
+from schedd_worker.config import WorkerConfig
+
+log = logging.getLogger(__name__)
+
+_OUTCOME = {True: worker_pb2.TASK_OUTCOME_SUCCEEDED, False: worker_pb2.TASK_OUTCOME_FAILED}
+#: Seconds to wait for the registry to acknowledge the last results before exiting.
+FINAL_ACK_WAIT = 10.0
+
+
+class WorkerAgent:
+    def __init__(self, config: WorkerConfig) -> None:
+        self._config = config
+        self.executor = AttemptExecutor(
+            python_workers=config.python_workers or config.capacity,
+            kill_grace=config.kill_grace,
+            on_output=self._output,
+            on_done=self._done,
+        )
+        self._unacked: dict[str, worker_pb2.TaskResult] = {}
+        self._acked = asyncio.Event()
+        self._offsets: dict[str, int] = {}
+        self._outgoing: asyncio.Queue[worker_pb2.WorkerMessage] | None = None
+        self._heartbeat_interval = 5.0
+        self.draining = False
+        self._drain_requested = asyncio.Event()
+        self._drain_grace = config.drain_grace
+        self.completed = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until drained: ``stop`` (SIGTERM) or a Drain message starts the drain."""
+        await self.executor.start()
+        connection = asyncio.create_task(self._connect_forever(), name="registry-connection")
+        drain_signal = asyncio.ensure_future(stop.wait())
+        drain_request = asyncio.ensure_future(self._drain_requested.wait())
+        await asyncio.wait({drain_signal, drain_request, connection}, return_when=asyncio.FIRST_COMPLETED)
+        drain_signal.cancel()
+        drain_request.cancel()
+        await self.drain(self._drain_grace)
+        connection.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await connection
+        await self.executor.close()
+
+    async def drain(self, grace: float) -> None:
+        """Take no new work; let running attempts finish within ``grace``, hand back the rest, and
+        wait (bounded) until the registry acknowledged every result."""
+        self.draining = True
+        self._send(worker_pb2.WorkerMessage(draining=worker_pb2.Draining()))
+        running = len(self.executor.running)
+        log.info("draining: %d attempts running, grace %.1fs", running, grace)
+        if not await self.executor.wait_idle(grace):
+            await self.executor.cancel_all("drain grace passed; handing the attempts back")
+        deadline = asyncio.get_running_loop().time() + FINAL_ACK_WAIT
+        while self._unacked and asyncio.get_running_loop().time() < deadline:
+            self._acked.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._acked.wait(), deadline - asyncio.get_running_loop().time())
+        if self._unacked:
+            log.warning(
+                "exiting with %d results unacknowledged; they will be failed over", len(self._unacked)
+            )
+
+    def abandon_all(self, reason: str) -> None:
+        """Stop every running attempt now (e.g. the worker's lease is lost); they run again elsewhere."""
+        for assignment in self.executor.running:
+            log.warning("abandoning attempt %s: %s", assignment.attempt.attempt_id, reason)
+            self.executor.cancel(assignment.attempt.attempt_id)
+
+    # -- the stream -----------------------------------------------------------------------------
+
+    async def _connect_forever(self) -> None:
+        delay = 0.1
+        while True:
+            try:
+                async with grpc.aio.insecure_channel(self._config.registry) as channel:
+                    await self._session(worker_pb2_grpc.WorkerRegistryStub(channel))
+                    delay = 0.1
+            except grpc.aio.AioRpcError as exc:
+                log.warning(
+                    "registry stream broke: %s %s; reconnecting in %.1fs",
+                    exc.code().name,
+                    exc.details(),
+                    delay,
+                )
+            finally:
+                self._outgoing = None
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 5.0)
+
+    async def _session(self, stub: worker_pb2_grpc.WorkerRegistryStub) -> None:
+        outgoing: asyncio.Queue[worker_pb2.WorkerMessage] = asyncio.Queue()
+        cfg = self._config
+        running = [a.attempt for a in self.executor.running] + [r.attempt for r in self._unacked.values()]
+        outgoing.put_nowait(
+            worker_pb2.WorkerMessage(
+                hello=worker_pb2.WorkerHello(
+                    worker_id=cfg.worker_id,
+                    hostname=cfg.hostname,
+                    queues=list(cfg.queues),
+                    capacity=cfg.capacity,
+                    code_version=cfg.code_version,
+                    incarnation=cfg.incarnation,
+                    running=running,
+                )
+            )
+        )
+        for result in self._unacked.values():
+            outgoing.put_nowait(worker_pb2.WorkerMessage(result=result))
+        if self.draining:
+            outgoing.put_nowait(worker_pb2.WorkerMessage(draining=worker_pb2.Draining()))
+        else:
+            free = cfg.capacity - len(self.executor.running)
+            if free > 0:
+                outgoing.put_nowait(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=free)))
+        self._outgoing = outgoing
+
+        async def requests() -> AsyncIterator[worker_pb2.WorkerMessage]:
+            while True:
+                yield await outgoing.get()
+
+        call = stub.Connect(requests())
+        heartbeats = asyncio.create_task(self._heartbeats(), name="heartbeats")
+        try:
+            async for message in call:
+                self._handle(message)
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(),
+                "the registry closed the stream",
+            )
+        finally:
+            heartbeats.cancel()
+            call.cancel()
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_interval)
+            attempts = [a.attempt for a in self.executor.running]
+            if attempts:
+                self._send(worker_pb2.WorkerMessage(heartbeat=worker_pb2.TaskHeartbeat(attempts=attempts)))
+
+    def _send(self, message: worker_pb2.WorkerMessage) -> None:
+        if self._outgoing is not None:
+            self._outgoing.put_nowait(message)
+
+    def _handle(self, message: worker_pb2.RegistryMessage) -> None:
+        kind = message.WhichOneof("message")
+        if kind == "assignment":
+            if self.draining:
+                # Credits raced with the drain: hand it straight back.
+                self._done(message.assignment, _abandoned("the worker is draining"))
+            else:
+                self.executor.submit(message.assignment)
+        elif kind == "ack":
+            self._unacked.pop(message.ack.attempt.attempt_id, None)
+            self._acked.set()
+            if message.ack.code != grpc.StatusCode.OK.value[0]:
+                log.warning(
+                    "registry rejected the result of attempt %s: %s",
+                    message.ack.attempt.attempt_id,
+                    message.ack.message,
+                )
+        elif kind == "cancel":
+            for attempt in message.cancel.attempts:
+                if self.executor.cancel(attempt.attempt_id):
+                    log.warning("cancelled attempt %s: %s", attempt.attempt_id, message.cancel.reason)
+        elif kind == "drain":
+            self._drain_grace = message.drain.grace.ToTimedelta().total_seconds()
+            self._drain_requested.set()
+        elif kind == "welcome":
+            interval = message.welcome.heartbeat_interval.ToTimedelta().total_seconds()
+            self._heartbeat_interval = interval if interval > 0 else self._heartbeat_interval
+            log.info("connected to registry as %s", message.welcome.worker_id)
+
+    # -- executor callbacks ---------------------------------------------------------------------
+
+    def _output(self, assignment: worker_pb2.Assignment, data: bytes) -> None:
+        attempt_id = assignment.attempt.attempt_id
+        offset = self._offsets.get(attempt_id, 0)
+        self._offsets[attempt_id] = offset + len(data)
+        self._send(
+            worker_pb2.WorkerMessage(
+                log=worker_pb2.LogChunk(
+                    attempt=assignment.attempt, offset=offset, data=data.decode(errors="replace")
+                )
+            )
+        )
+
+    def _done(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
+        attempt = assignment.attempt
+        self._offsets.pop(attempt.attempt_id, None)
+        result = worker_pb2.TaskResult(
+            attempt=attempt,
+            outcome=worker_pb2.TASK_OUTCOME_ABANDONED if outcome.abandoned else _OUTCOME[outcome.succeeded],
+            exit_code=outcome.exit_code,
+            error=outcome.error,
+            start_time=convert.ts(outcome.started_at),
+            end_time=convert.ts(outcome.ended_at),
+            result_json=outcome.result_json,
+        )
+        self._unacked[attempt.attempt_id] = result
+        self._send(worker_pb2.WorkerMessage(result=result))
+        self.completed += 1
+        if not self.draining:
+            self._send(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=1)))
+
+
+def _abandoned(reason: str) -> Outcome:
+    now = datetime.now(UTC)
+    return Outcome(False, -1, reason, now, now, abandoned=True)
