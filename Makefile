@@ -35,7 +35,7 @@ run: $(STAMP)
 	$(PY) -m schedd_devstack.run_local
 
 bench: $(STAMP)
-	$(PY) -m benchmarks.run
+	$(PY) -m tests.benchmarks.run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info .schedd

@@ -38,9 +38,9 @@ class LeaseTiming:
     - ``retry_period``: seconds between keep-alives.
     """
 
-    ttl: int = 3
-    renew_deadline: float = 2.0
-    retry_period: float = 0.5
+    ttl: int = 2
+    renew_deadline: float = 1.4
+    retry_period: float = 0.4
 
     def __post_init__(self) -> None:
         if not (self.ttl > self.renew_deadline > self.retry_period > 0):

@@ -21,6 +21,14 @@ the schedulers, the registry and the api; it is idempotent and is also run at
 interpreter exit, so no service outlives the process that started it. Workers and
 schedulers can be added, stopped and killed one at a time (for chaos tests).
 
+More than one registry: ``registries=N`` starts N (the initial workers are spread over them
+round-robin) and :meth:`Cluster.add_registry` starts one more; ``add_worker(registry=ADDR)``
+connects a worker to a given one. ``registries=0`` starts none, for a cluster whose schedulers
+run the tasks themselves (``SCHEDD_EXECUTOR=local``; it must then have no workers).
+Per-process settings: ``scheduler_env``/``worker_env``/``registry_env`` for every process of
+that kind, and ``env=`` of ``add_worker``/``add_scheduler``/``add_registry`` for one process
+(these win over every other setting, e.g. ``SCHEDD_DRAIN_GRACE`` or ``SCHEDD_WORKER_CAPACITY``).
+
 The election key in etcd is fixed (``/schedd/scheduler/leader``), so two clusters on
 one etcd would compete for one leadership. ``start`` therefore refuses to run when
 another cluster of this process has live schedulers on the same etcd, and waits (bounded)
@@ -339,17 +347,23 @@ class Cluster:
         schedulers: int = 1,
         workers: int = 2,
         worker_capacity: int = 4,
+        registries: int = 1,
         api_port: int | None = None,
         registry_port: int | None = None,
         python: str = sys.executable,
         env: Mapping[str, str] | None = None,
         service_env: Mapping[str, str] | None = None,
+        scheduler_env: Mapping[str, str] | None = None,
+        worker_env: Mapping[str, str] | None = None,
+        registry_env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
     ) -> None:
-        if schedulers < 0 or workers < 0:
-            raise ValueError("schedulers and workers must not be negative")
+        if schedulers < 0 or workers < 0 or registries < 0:
+            raise ValueError("schedulers, workers and registries must not be negative")
+        if registries == 0 and workers > 0:
+            raise ValueError("workers need a registry: registries=0 requires workers=0")
         self.database_url = database_url
         self.etcd_endpoints = etcd_endpoints
         self.log_dir = Path(log_dir)
@@ -360,15 +374,29 @@ class Cluster:
         self.cwd = cwd
         self._initial_schedulers = schedulers
         self._initial_workers = workers
+        self._initial_registries = registries
         self._api_port = api_port
         self._registry_port = registry_port
         self._base_env = _service_env(env)
         self._base_env.update(service_env or {})
+        self._kind_env: dict[str, dict[str, str]] = {
+            "scheduler": dict(scheduler_env or {}),
+            "worker": dict(worker_env or {}),
+            "registry": dict(registry_env or {}),
+        }
         self.tag = secrets.token_hex(2)
         self.api: ServiceProcess | None = None
         self.registry: ServiceProcess | None = None
         self.api_address = ""
+        #: the address of the first registry ("" with ``registries=0``)
         self.registry_address = ""
+        #: every registry by address, in start order (the first is also ``self.registry``)
+        self.registries: dict[str, ServiceProcess] = {}
+        #: the registry identity (``SCHEDD_REGISTRY_ID``, as in ``workers.registry``) by address
+        self.registry_ids: dict[str, str] = {}
+        #: the address of the registry each worker was started against, by worker id
+        self.worker_registries: dict[str, str] = {}
+        self._registry_seq = 0
         #: by identity (``scheduler-N-TAG``), in start order
         self.schedulers: dict[str, ServiceProcess] = {}
         #: metrics address (host:port) by scheduler identity
@@ -385,6 +413,7 @@ class Cluster:
     def processes(self) -> list[ServiceProcess]:
         """Every process this cluster started (alive or not): api, registry, schedulers, workers."""
         servers = [p for p in (self.api, self.registry) if p is not None]
+        servers += [p for p in self.registries.values() if p is not self.registry]
         return [*servers, *self.schedulers.values(), *self.workers.values()]
 
     def dead(self) -> list[ServiceProcess]:
@@ -469,12 +498,21 @@ class Cluster:
             if self._initial_schedulers:
                 self._wait_no_foreign_leader(min(deadline, time.monotonic() + _STALE_LEADER_TIMEOUT))
             self._spawn_api()
-            self._spawn_registry()
+            if self._initial_registries:
+                self._spawn_registry()
+            extra_registries = [self._spawn_extra_registry() for _ in range(self._initial_registries - 1)]
             for _ in range(self._initial_schedulers):
                 self._spawn_scheduler()
-            self._await_serving("registry", deadline)
+            if self._initial_registries:
+                self._await_serving("registry", deadline)
+            for proc in extra_registries:
+                self._await_extra_registry(proc, deadline)
             db_now = self._db_now()
-            new_workers = [self._spawn_worker() for _ in range(self._initial_workers)]
+            addresses = list(self.registries)
+            new_workers = [
+                self._spawn_worker(registry=addresses[i % len(addresses)])
+                for i in range(self._initial_workers)
+            ]
             self._await_serving("api", deadline)
             if self._initial_schedulers:
                 self._wait_leader(token_before, deadline)
@@ -496,7 +534,8 @@ class Cluster:
         try:
             terminate_all(self.workers.values(), self.stop_timeout)
             terminate_all(self.schedulers.values(), self.stop_timeout)
-            terminate_all([p for p in (self.registry, self.api) if p is not None], self.stop_timeout)
+            servers = [*self.registries.values(), self.registry, self.api]
+            terminate_all({id(p): p for p in servers if p is not None}.values(), self.stop_timeout)
         finally:
             if self.schedulers:
                 with contextlib.suppress(Exception):
@@ -515,15 +554,27 @@ class Cluster:
     # -- workers ------------------------------------------------------------------------------------
 
     def add_worker(
-        self, worker_id: str | None = None, *, capacity: int | None = None, wait: bool = True
+        self,
+        worker_id: str | None = None,
+        *,
+        capacity: int | None = None,
+        wait: bool = True,
+        registry: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> ServiceProcess:
         """Start one more worker (default id ``worker-N``; an id whose process is dead may be
-        reused) and, with ``wait``, return once it is connected."""
+        reused) and, with ``wait``, return once it is connected. ``registry`` is the address of
+        the registry to connect to (default: the first one); ``env`` adds settings for this worker
+        only (``SCHEDD_DRAIN_GRACE``...), winning over every other setting."""
         self._require_running()
+        if not self.registries:
+            raise ClusterError("this cluster has no registry for a worker to connect to")
+        if registry is not None and registry not in self.registries:
+            raise ClusterError(f"no registry at {registry!r}; registries: {', '.join(self.registries)}")
         if worker_id is not None and worker_id in self.workers and self.workers[worker_id].alive:
             raise ClusterError(f"worker {worker_id} is already running")
         db_now = self._db_now()
-        proc = self._spawn_worker(worker_id, capacity=capacity)
+        proc = self._spawn_worker(worker_id, capacity=capacity, registry=registry, env=env)
         if wait:
             self._wait_worker(proc, db_now, time.monotonic() + self.startup_timeout)
         return proc
@@ -542,12 +593,31 @@ class Cluster:
 
     # -- schedulers ---------------------------------------------------------------------------------
 
-    def add_scheduler(self, *, etcd_endpoints: str | None = None) -> ServiceProcess:
+    def add_scheduler(
+        self, *, etcd_endpoints: str | None = None, env: Mapping[str, str] | None = None
+    ) -> ServiceProcess:
         """Start one more scheduler replica (identity ``scheduler-N-TAG``); it campaigns at once.
         Does not wait: with a leader in place it stays a standby. ``etcd_endpoints`` overrides the
-        cluster's (e.g. a proxy that a partition test can cut)."""
+        cluster's (e.g. a proxy that a partition test can cut); ``env`` adds settings for this
+        replica only (``SCHEDD_EXECUTOR``...)."""
         self._require_running()
-        return self._spawn_scheduler(etcd_endpoints)
+        return self._spawn_scheduler(etcd_endpoints, env=env)
+
+    # -- registries ---------------------------------------------------------------------------------
+
+    def add_registry(self, *, env: Mapping[str, str] | None = None, wait: bool = True) -> str:
+        """Start one more registry (``registry-N``, identity ``registry-N-TAG``) on a free port and
+        return its address; with ``wait``, once it answers health checks. ``env`` adds settings for
+        this registry only."""
+        self._require_running()
+        proc = self._spawn_extra_registry(env=env)
+        if wait:
+            proc = self._await_extra_registry(proc, time.monotonic() + self.startup_timeout)
+        return self._address_of(proc)
+
+    def registry_of_worker(self, worker_id: str) -> str:
+        """The identity (as in ``workers.registry``) of the registry the worker was started against."""
+        return self.registry_ids[self.worker_registries[self._worker(worker_id).name]]
 
     def scheduler_is_leader(self, identity: str) -> bool | None:
         """What the replica's own ``schedd_scheduler_is_leader`` metric says; None when unreachable."""
@@ -612,11 +682,19 @@ class Cluster:
 
     # -- internals: spawning ------------------------------------------------------------------------
 
-    def _process(self, name: str, module: str, env: Mapping[str, str]) -> ServiceProcess:
+    def _process(
+        self,
+        name: str,
+        module: str,
+        env: Mapping[str, str],
+        *,
+        kind: str = "",
+        extra_env: Mapping[str, str] | None = None,
+    ) -> ServiceProcess:
         return ServiceProcess(
             name,
             [self.python, "-m", module],
-            env={**self._base_env, **env},
+            env={**self._base_env, **self._kind_env.get(kind, {}), **env, **(extra_env or {})},
             log_dir=self.log_dir,
             cwd=self.cwd,
             stop_timeout=self.stop_timeout,
@@ -638,19 +716,71 @@ class Cluster:
 
     def _spawn_registry(self, *, new_port: bool = False) -> None:
         port = self._registry_port if self._registry_port and not new_port else free_port()
+        if self.registry is not None:
+            self.registries.pop(self.registry_address, None)
+            self.registry_ids.pop(self.registry_address, None)
         self.registry_address = f"{LOCALHOST}:{port}"
+        identity = f"registry-{self.tag}"
         self.registry = self._process(
             "registry",
             "schedd_registry.main",
             {
                 "SCHEDD_DATABASE_URL": self.database_url,
                 "SCHEDD_REGISTRY_LISTEN": self.registry_address,
-                "SCHEDD_REGISTRY_ID": f"registry-{self.tag}",
+                "SCHEDD_REGISTRY_ID": identity,
             },
+            kind="registry",
         )
+        # The first registry comes first in ``registries`` (workers are spread in this order).
+        self.registries = {self.registry_address: self.registry, **self.registries}
+        self.registry_ids[self.registry_address] = identity
         self.registry.start()
 
-    def _spawn_scheduler(self, etcd_endpoints: str | None = None) -> ServiceProcess:
+    def _spawn_extra_registry(
+        self, *, env: Mapping[str, str] | None = None, name: str | None = None
+    ) -> ServiceProcess:
+        """A registry besides the first: ``registry-N`` (N >= 2) on a free port."""
+        if name is None:
+            self._registry_seq = max(self._registry_seq, 1) + 1
+            name = f"registry-{self._registry_seq}"
+        address = f"{LOCALHOST}:{free_port()}"
+        identity = f"{name}-{self.tag}"
+        proc = self._process(
+            name,
+            "schedd_registry.main",
+            {
+                "SCHEDD_DATABASE_URL": self.database_url,
+                "SCHEDD_REGISTRY_LISTEN": address,
+                "SCHEDD_REGISTRY_ID": identity,
+            },
+            kind="registry",
+            extra_env=env,
+        )
+        self.registries[address] = proc
+        self.registry_ids[address] = identity
+        proc.start()
+        return proc
+
+    def _await_extra_registry(self, proc: ServiceProcess, deadline: float) -> ServiceProcess:
+        """Wait until a registry of ``_spawn_extra_registry`` serves, restarting it on a new port when
+        another process grabbed its port; returns the process that serves."""
+        for attempt in range(1, _BIND_ATTEMPTS + 1):
+            if self._wait_health(proc, self._address_of(proc), deadline):
+                return proc
+            if attempt == _BIND_ATTEMPTS:
+                break
+            address = self._address_of(proc)
+            del self.registries[address]
+            del self.registry_ids[address]
+            proc = self._spawn_extra_registry(env=proc.env, name=proc.name)
+        raise ClusterError(f"{proc.name} could not bind a free port in {_BIND_ATTEMPTS} attempts")
+
+    def _address_of(self, registry: ServiceProcess) -> str:
+        return next(a for a, p in self.registries.items() if p is registry)
+
+    def _spawn_scheduler(
+        self, etcd_endpoints: str | None = None, *, env: Mapping[str, str] | None = None
+    ) -> ServiceProcess:
         self._scheduler_seq += 1
         identity = f"scheduler-{self._scheduler_seq}-{self.tag}"
         metrics = f"{LOCALHOST}:{free_port()}"
@@ -663,30 +793,43 @@ class Cluster:
                 "SCHEDD_SCHEDULER_ID": identity,
                 "SCHEDD_METRICS_LISTEN": metrics,
             },
+            kind="scheduler",
+            extra_env=env,
         )
         self.schedulers[identity] = proc
         self.scheduler_metrics[identity] = metrics
         proc.start()
         return proc
 
-    def _spawn_worker(self, worker_id: str | None = None, *, capacity: int | None = None) -> ServiceProcess:
+    def _spawn_worker(
+        self,
+        worker_id: str | None = None,
+        *,
+        capacity: int | None = None,
+        registry: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ServiceProcess:
         if worker_id is None:
             while True:
                 self._worker_seq += 1
                 worker_id = f"worker-{self._worker_seq}"
                 if worker_id not in self.workers:
                     break
+        registry = registry or self.registry_address
         proc = self._process(
             worker_id,
             "schedd_worker.main",
             {
-                "SCHEDD_REGISTRY": self.registry_address,
+                "SCHEDD_REGISTRY": registry,
                 "SCHEDD_WORKER_ID": worker_id,
                 "SCHEDD_WORKER_CAPACITY": str(capacity or self.worker_capacity),
                 "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
             },
+            kind="worker",
+            extra_env=env,
         )
         self.workers[worker_id] = proc
+        self.worker_registries[worker_id] = registry
         proc.start()
         return proc
 
@@ -780,10 +923,12 @@ class Cluster:
             if rows and rows[0]["state"] == "active" and (since is None or rows[0]["last_seen_at"] >= since):
                 return
             if time.monotonic() >= deadline:
-                registry = self.registry.describe_failure("registry log") if self.registry else ""
+                registry_proc = self.registries.get(self.worker_registries.get(worker_id, ""), self.registry)
+                registry = registry_proc.describe_failure("registry log") if registry_proc else ""
                 raise ClusterError(
                     proc.describe_failure(
-                        f"worker {worker_id} did not connect to the registry at {self.registry_address} "
+                        f"worker {worker_id} did not connect to the registry at "
+                        f"{self.worker_registries.get(worker_id, self.registry_address)} "
                         f"in time (workers row: {rows[0] if rows else 'none'})"
                     )
                     + f"\n\n{registry}"
@@ -798,7 +943,12 @@ class Cluster:
         return value
 
     def _require_running(self) -> None:
-        if not self._started or self.registry is None or not self.registry.alive:
+        if not self._started:
+            raise ClusterError("the cluster is not running")
+        if self._initial_registries:
+            if self.registry is None or not self.registry.alive:
+                raise ClusterError("the cluster is not running")
+        elif self.api is None or not self.api.alive:
             raise ClusterError("the cluster is not running")
 
     def _worker(self, worker_id: str) -> ServiceProcess:

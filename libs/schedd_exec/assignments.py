@@ -21,16 +21,30 @@ class AssignmentBuilder:
         self._engine = engine
         self._versions = VersionCache()
 
-    async def build(self, claimed: Sequence[ClaimedAttempt]) -> list[worker_pb2.RegistryMessage]:
-        async with self._engine.connect() as conn:
+    async def claim(
+        self, *, worker_id: str, queues: Sequence[str], limit: int
+    ) -> list[worker_pb2.Assignment]:
+        """Claim up to ``limit`` queued task instances for ``worker_id`` and build their assignments,
+        in one transaction: the claim, the specs of versions not cached yet, and the results of
+        upstream tasks (only when a claimed task has upstream tasks)."""
+        if limit <= 0:
+            return []
+        async with self._engine.begin() as conn:
+            claimed = await dispatch.claim_in(conn, worker_id=worker_id, queues=queues, limit=limit)
+            if not claimed:
+                return []
             await self._versions.load(conn, {c.dag_version_id for c in claimed})
             upstream = {
                 up for c in claimed for up in self._versions.task(c.dag_version_id, c.task_id).upstream
             }
-            results = await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))
+            results = (
+                await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))
+                if upstream
+                else {}
+            )
         return [self._one(c, results) for c in claimed]
 
-    def _one(self, c: ClaimedAttempt, results: dict[tuple[int, str], Any]) -> worker_pb2.RegistryMessage:
+    def _one(self, c: ClaimedAttempt, results: dict[tuple[int, str], Any]) -> worker_pb2.Assignment:
         task = self._versions.task(c.dag_version_id, c.task_id)
         key = idempotency_key(c)
         env = dict(task.env)
@@ -40,6 +54,7 @@ class AssignmentBuilder:
                 "SCHEDD_RUN_ID": c.run_id,
                 "SCHEDD_TASK_ID": c.task_id,
                 "SCHEDD_TRY_NUMBER": str(c.try_number),
+                "SCHEDD_ATTEMPT_ID": c.attempt_id,
                 "SCHEDD_LOGICAL_DATE": c.logical_date.isoformat(),
                 "SCHEDD_IDEMPOTENCY_KEY": key,
             }
@@ -66,9 +81,15 @@ class AssignmentBuilder:
             assignment.python.CopyFrom(task.python)
         if task.HasField("execution_timeout"):
             assignment.execution_timeout.CopyFrom(task.execution_timeout)
-        return worker_pb2.RegistryMessage(assignment=assignment)
+        return assignment
 
 
 def idempotency_key(c: ClaimedAttempt) -> str:
-    """Stable for one attempt of one task instance: ``{dag}/{run}/{task}/{try}``."""
-    return f"{c.dag_id}/{c.run_id}/{c.task_id}/{c.try_number}"
+    """``{dag}/{run}/{task}``: the same for every attempt of one task instance in one run.
+
+    A retry, or a re-run after an attempt was lost with its worker (even one that finished its
+    work but could not report it), sees the key the earlier attempts saw, so a task can tell
+    that its side effects were already applied. ``SCHEDD_ATTEMPT_ID`` and ``SCHEDD_TRY_NUMBER``
+    tell the attempts apart.
+    """
+    return f"{c.dag_id}/{c.run_id}/{c.task_id}"

@@ -85,14 +85,26 @@ class ReportStatus(enum.Enum):
 async def claim(
     engine: AsyncEngine, *, worker_id: str, queues: Sequence[str], limit: int
 ) -> list[ClaimedAttempt]:
+    """Claim in a transaction of its own; see :func:`claim_in`."""
     if limit <= 0:
         return []
     async with engine.begin() as conn:
-        rows = (
-            await conn.execute(
-                sql.CLAIM_TASK_INSTANCES, {"worker_id": worker_id, "queues": list(queues), "limit": limit}
-            )
-        ).all()
+        return await claim_in(conn, worker_id=worker_id, queues=queues, limit=limit)
+
+
+async def claim_in(
+    conn: AsyncConnection, *, worker_id: str, queues: Sequence[str], limit: int
+) -> list[ClaimedAttempt]:
+    """Claim up to ``limit`` queued task instances of ``queues`` for ``worker_id`` (highest priority,
+    then oldest, first), moving them to running and recording their attempts. The claim holds once
+    the caller's transaction commits."""
+    if limit <= 0:
+        return []
+    rows = (
+        await conn.execute(
+            sql.CLAIM_TASK_INSTANCES, {"worker_id": worker_id, "queues": list(queues), "limit": limit}
+        )
+    ).all()
     return [
         ClaimedAttempt(
             ti_id=r.id,
@@ -148,11 +160,10 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
     lost: set[int] = set()
     async with engine.begin() as conn:
         if finished:
+            # The statement also notifies the scheduler of every run it touched.
             applied = {
                 str(r.attempt_id): r.run_pk for r in (await conn.execute(sql.APPLY_RESULTS, params)).all()
             }
-            for payload in channels.encode_ids(sorted(set(applied.values()))):
-                await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
         if abandoned:
             lost = set(await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id) for r in abandoned]))
         rest = [r for r in finished if r.attempt_id not in applied]

@@ -21,7 +21,10 @@ def make_engine(
         database_url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        # No ping per checkout: it would cost a round trip on every transaction of the hot path.
+        # A connection that broke fails its transaction, is discarded, and the caller retries.
+        pool_pre_ping=False,
+        pool_recycle=3600,
         connect_args={"server_settings": {"application_name": application_name, **(server_settings or {})}},
     )
 

@@ -42,8 +42,12 @@ async def read_logs(
         if ti is None:
             raise NotFound(f"task {task_id!r} of run {run_id!r} of dag {dag_id!r} not found")
         number = try_number or ti.try_number
-        if number < 1 or number > ti.try_number:
-            raise NotFound(f"task {task_id!r} has no try {number} (latest: {ti.try_number})")
+        if ti.try_number == 0:
+            raise NotFound(f"task {task_id!r} of run {run_id!r} has not run yet")
+        if number > ti.try_number:
+            raise NotFound(
+                f"task {task_id!r} of run {run_id!r} has no try {number} (latest: {ti.try_number})"
+            )
         rows = (
             await conn.execute(sql.READ_LOGS, {"ti_id": ti.id, "try_number": number, "offset": offset})
         ).all()

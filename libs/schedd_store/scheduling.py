@@ -18,7 +18,6 @@ from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
 from schedd_core.planner import RunPlan, TaskSnapshot
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
-from schedd_store import channels
 from schedd_store import statements as sql
 
 
@@ -37,16 +36,14 @@ async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
 
 async def load_runs(conn: AsyncConnection, run_pks: Sequence[int]) -> list[PlanningRun]:
     """Lock the unfinished runs among ``run_pks`` and read the states of their task instances."""
-    runs = {
-        r.id: PlanningRun(pk=r.id, version_id=r.dag_version_id, state=r.state)
-        for r in (await conn.execute(sql.LOCK_RUNS_FOR_PLANNING, {"run_pks": list(run_pks)})).all()
-    }
-    if not runs:
-        return []
-    for t in (await conn.execute(sql.LOAD_TASK_STATES, {"run_pks": list(runs)})).all():
-        run = runs[t.run_pk]
-        run.tasks[t.task_id] = TaskSnapshot(TaskState(t.state), retry_due=bool(t.retry_due))
-        run.ti_ids[t.task_id] = t.id
+    runs: dict[int, PlanningRun] = {}
+    for r in (await conn.execute(sql.LOCK_RUNS_AND_LOAD_TASKS, {"run_pks": list(run_pks)})).all():
+        run = runs.get(r.run_pk)
+        if run is None:
+            run = runs[r.run_pk] = PlanningRun(pk=r.run_pk, version_id=r.dag_version_id, state=r.run_state)
+        if r.task_id is not None:
+            run.tasks[r.task_id] = TaskSnapshot(TaskState(r.state), retry_due=bool(r.retry_due))
+            run.ti_ids[r.task_id] = r.id
     return list(runs.values())
 
 
@@ -131,10 +128,10 @@ async def apply_plans(
         ).first()
         if row is None:
             raise IllegalTransition(f"run {pk} could not move to {state.value}")
-    for queue in sorted(queues):
-        await conn.execute(sql.NOTIFY, {"channel": channels.QUEUED, "payload": queue})
     if plans:
-        await conn.execute(sql.RECORD_PASS, {"token": token, "runs": len(plans), "queued": queued})
+        await conn.execute(
+            sql.RECORD_PASS, {"token": token, "runs": len(plans), "queued": queued, "queues": sorted(queues)}
+        )
     return queued
 
 
@@ -178,12 +175,12 @@ async def fail_over_lost_attempts(
         )
     ).all()
     result = [FailedOver(ti_id=r.id, run_pk=r.run_pk, state=r.state, queue=r.queue) for r in rows]
-    for queue in sorted({f.queue for f in result if f.state == TaskState.QUEUED}):
-        await conn.execute(sql.NOTIFY, {"channel": channels.QUEUED, "payload": queue})
     if result:
+        queues = sorted({f.queue for f in result if f.state == TaskState.QUEUED})
         queued = sum(1 for f in result if f.state == TaskState.QUEUED)
+        runs = len({f.run_pk for f in result})
         await conn.execute(
-            sql.RECORD_PASS, {"token": token, "runs": len({f.run_pk for f in result}), "queued": queued}
+            sql.RECORD_PASS, {"token": token, "runs": runs, "queued": queued, "queues": queues}
         )
     return result
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from sqlalchemy import TextClause, text
 
+from schedd_store import channels
+
 
 def _sql(statement: str) -> TextClause:
     return text(statement)
@@ -107,14 +109,13 @@ LIST_TASK_INSTANCES = _sql(
 
 UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
 
-LOCK_RUNS_FOR_PLANNING = _sql(
-    "SELECT id, dag_version_id, state FROM dag_runs "
-    "WHERE id = ANY(:run_pks) AND state IN ('queued', 'running') ORDER BY id FOR UPDATE"
-)
-
-LOAD_TASK_STATES = _sql(
-    "SELECT id, run_pk, task_id, state, COALESCE(next_retry_at <= now(), false) AS retry_due "
-    "FROM task_instances WHERE run_pk = ANY(:run_pks)"
+#: Locks the unfinished runs among :run_pks and reads their task instances in one round trip (a run
+#: without task instances yet comes back as one row with NULL task columns).
+LOCK_RUNS_AND_LOAD_TASKS = _sql(
+    "SELECT r.id AS run_pk, r.dag_version_id, r.state AS run_state, ti.id, ti.task_id, ti.state, "
+    "COALESCE(ti.next_retry_at <= now(), false) AS retry_due "
+    "FROM dag_runs r LEFT JOIN task_instances ti ON ti.run_pk = r.id "
+    "WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
 )
 
 #: Materialises task instances of runs, each already in its planned first state. Instances
@@ -161,8 +162,12 @@ FINISH_RUN = _sql(
 
 NOTIFY = _sql("SELECT pg_notify(:channel, :payload)")
 
-#: Appends to the pass log; the last statement of every scheduling pass that changed anything.
-RECORD_PASS = _sql("INSERT INTO scheduler_passes (token, runs, queued) VALUES (:token, :runs, :queued)")
+#: Appends to the pass log and wakes the registries for the queues that got work: the last statement
+#: of every scheduling pass that changed anything.
+RECORD_PASS = _sql(
+    "WITH pass AS (INSERT INTO scheduler_passes (token, runs, queued) VALUES (:token, :runs, :queued)) "
+    f"SELECT pg_notify('{channels.QUEUED}', q) FROM unnest(CAST(:queues AS text[])) AS q"
+)
 
 # --- dispatch (registry) ---------------------------------------------------------------------------
 
@@ -205,7 +210,7 @@ APPLY_RESULTS = _sql(
     "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
     "  WHERE a.attempt_id = r.attempt_id"
     ") "
-    "SELECT id, run_pk, attempt_id FROM applied"
+    f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text) FROM applied"
 )
 
 CURRENT_ATTEMPTS = _sql("SELECT id, attempt_id, state FROM task_instances WHERE id = ANY(:ids)")
@@ -291,8 +296,10 @@ FAIL_OVER_LOST_ATTEMPTS = _sql(
 #: Seconds until the oldest running attempt's heartbeat is :threshold old (negative: overdue);
 #: NULL when nothing runs. The leader's next check for lost attempts is due then.
 SECONDS_UNTIL_HEARTBEAT_DUE = _sql(
-    "SELECT EXTRACT(EPOCH FROM (GREATEST(min(heartbeat_at), now() - interval '1 day') "
-    "+ make_interval(secs => :threshold) - now())) FROM task_instances WHERE state = 'running'"
+    "SELECT CASE WHEN min(heartbeat_at) IS NULL THEN NULL "
+    "ELSE EXTRACT(EPOCH FROM (GREATEST(min(heartbeat_at), now() - interval '1 day') "
+    "+ make_interval(secs => :threshold) - now())) END "
+    "FROM task_instances WHERE state = 'running'"
 )
 
 APPEND_LOGS = _sql(

@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd.v1 import worker_pb2
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_registry.sessions import WorkerSession
-from schedd_store import dispatch
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,8 @@ class Dispatcher:
             if session.closed or session.draining or session.credits <= 0:
                 continue
             limit = min(session.credits, self._claim_batch)
-            claimed = await dispatch.claim(
-                self._engine, worker_id=session.worker_id, queues=session.queues, limit=limit
+            claimed = await self._builder.claim(
+                worker_id=session.worker_id, queues=session.queues, limit=limit
             )
             if not claimed:
                 continue
@@ -95,9 +95,8 @@ class Dispatcher:
             if self._on_assigned is not None:
                 self._on_assigned(len(claimed))
             session.credits -= len(claimed)
-            messages = await self._builder.build(claimed)
-            for message in messages:
-                session.send(message)
+            for assignment in claimed:
+                session.send(worker_pb2.RegistryMessage(assignment=assignment))
             if len(claimed) == limit:
                 more = True
         return more

@@ -103,11 +103,11 @@ class LocalExecutor:
                 free = self._parallelism - len(self._executor.running)
                 if free <= 0:
                     continue
-                claimed = await dispatch.claim(
-                    self._engine, worker_id=self._worker_id, queues=self._queues, limit=free
+                claimed = await self._builder.claim(
+                    worker_id=self._worker_id, queues=self._queues, limit=free
                 )
-                for message in await self._builder.build(claimed):
-                    self._executor.submit(message.assignment)
+                for assignment in claimed:
+                    self._executor.submit(assignment)
                 if len(claimed) == free:
                     self._wake.set()  # there may be more
         finally:

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import IllegalTransition
@@ -44,6 +45,7 @@ class SchedulingLoop:
         self._stopping = asyncio.Event()
         #: Set once the first pass of the term (a full scan) has committed.
         self.first_pass_done = asyncio.Event()
+        self._retry_delay = 0.05
         self.passes = 0
 
     def stop(self) -> None:
@@ -93,6 +95,17 @@ class SchedulingLoop:
             log.info("pass rolled back, re-evaluating: %s", exc)
             self._pending.add(run_pks)
             return 0
+        except (DBAPIError, OSError) as exc:
+            if isinstance(exc, DBAPIError) and not exc.connection_invalidated:
+                raise
+            # A broken connection (PostgreSQL restarted, network blip): nothing was committed. The
+            # pool replaces the connection; try the same runs again after a short pause.
+            log.warning("pass failed on a broken connection, retrying: %s", exc)
+            self._pending.add(run_pks)
+            await asyncio.sleep(self._retry_delay)
+            self._retry_delay = min(self._retry_delay * 2, 2.0)
+            return 0
+        self._retry_delay = 0.05
         self.passes += 1
         if self._metrics is not None:
             self._metrics.passes.inc()

@@ -77,9 +77,9 @@ def cli(
     database_url: str = typer.Option(..., envvar="SCHEDD_DATABASE_URL"),
     etcd_endpoints: str = typer.Option(..., envvar="SCHEDD_ETCD_ENDPOINTS", help="host:port[,host:port]"),
     identity: str = typer.Option("", envvar="SCHEDD_SCHEDULER_ID", help="default: hostname-pid"),
-    lease_ttl: int = typer.Option(3, envvar="SCHEDD_LEASE_TTL", help="seconds"),
-    renew_deadline: float = typer.Option(2.0, envvar="SCHEDD_RENEW_DEADLINE", help="seconds"),
-    retry_period: float = typer.Option(0.5, envvar="SCHEDD_RETRY_PERIOD", help="seconds"),
+    lease_ttl: int = typer.Option(2, envvar="SCHEDD_LEASE_TTL", help="seconds"),
+    renew_deadline: float = typer.Option(1.4, envvar="SCHEDD_RENEW_DEADLINE", help="seconds"),
+    retry_period: float = typer.Option(0.4, envvar="SCHEDD_RETRY_PERIOD", help="seconds"),
     metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
     zombie_threshold: float = typer.Option(
         30.0, envvar="SCHEDD_ZOMBIE_THRESHOLD", help="seconds without a heartbeat before an attempt is lost"

@@ -1,0 +1,232 @@
+"""``make bench``: schedd's performance figures, measured on real processes.
+
+Starts a durable PostgreSQL and etcd (fsync on: every state change is durable), then
+clusters of the real services, and measures:
+
+- fan-out: 1,000 independent no-op Python tasks with 4 workers (tasks/s, trigger to run end);
+- chained latency: end of one no-op task to the start of the next, over 100 links (median, p99);
+- the same with 1,000 idle DAGs and 10,000 finished task instances present;
+- leader fail-over: kill -9 and SIGTERM, to the next scheduling pass;
+- the stack's memory (PSS of api, scheduler, registry, 2 workers and their task processes) and its
+  CPU use while idle.
+
+Figures are printed and written to ``bench-results.json``; nothing is asserted. Run it on an
+otherwise idle machine for figures worth comparing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+from schedd_devstack.services import Cluster
+from schedd_devstack.stack import DevStack
+from schedd_store.engine import asyncpg_dsn
+
+NOOP = "tests.benchmarks.noop:noop"
+FAST_LEASE = {"SCHEDD_LEASE_TTL": "2", "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
+
+
+def schedctl(cluster: Cluster, *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "schedctl.main", "--api", cluster.api_address, *args],
+        capture_output=True, text=True, check=False, timeout=600,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"schedctl {' '.join(args)} failed: {result.stdout}{result.stderr}")
+    return result.stdout
+
+
+def register(cluster: Cluster, spec: dict[str, Any], workdir: Path) -> None:
+    path = workdir / f"{spec['dag_id']}.json"
+    path.write_text(json.dumps(spec))
+    schedctl(cluster, "dags", "register", str(path))
+
+
+def fan_out_spec(n: int) -> dict[str, Any]:
+    return {"dag_id": "fanout", "tasks": [{"task_id": f"t{i:04d}", "python": {"target": NOOP}} for i in range(n)]}
+
+
+def chain_spec(n: int) -> dict[str, Any]:
+    tasks: list[dict[str, Any]] = [{"task_id": "t000", "python": {"target": NOOP}}]
+    tasks += [{"task_id": f"t{i:03d}", "upstream": [f"t{i - 1:03d}"], "python": {"target": NOOP}} for i in range(1, n)]
+    return {"dag_id": "chain", "tasks": tasks}
+
+
+def fetch(cluster: Cluster, query: str, *args: object) -> list[dict[str, Any]]:
+    return cluster.fetch(query, *args)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def measure_fan_out(cluster: Cluster, workdir: Path, n: int, runs: int) -> dict[str, Any]:
+    register(cluster, fan_out_spec(n), workdir)
+    rates = []
+    for i in range(runs):
+        schedctl(cluster, "runs", "trigger", "fanout", "--run-id", f"f{i}", "--wait", "--wait-timeout", "600")
+        (row,) = fetch(cluster, "SELECT extract(epoch FROM ended_at - created_at) AS seconds FROM dag_runs "
+                                "WHERE dag_id = 'fanout' AND run_id = $1", f"f{i}")
+        rates.append(n / float(row["seconds"]))
+    return {"tasks": n, "runs": runs, "tasks_per_s_best": max(rates), "tasks_per_s_median": statistics.median(rates)}
+
+
+def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> dict[str, Any]:
+    register(cluster, chain_spec(links + 1), workdir)
+    schedctl(cluster, "runs", "trigger", "chain", "--run-id", label, "--wait", "--wait-timeout", "600")
+    rows = fetch(cluster, "SELECT ti.task_id, a.started_at, a.ended_at FROM task_instances ti "
+                          "JOIN dag_runs r ON r.id = ti.run_pk JOIN task_attempts a ON a.attempt_id = ti.attempt_id "
+                          "WHERE r.dag_id = 'chain' AND r.run_id = $1 ORDER BY ti.task_id", label)
+    gaps = [(b["started_at"] - a["ended_at"]).total_seconds() * 1000 for a, b in zip(rows, rows[1:], strict=False)]
+    return {"links": len(gaps), "gap_ms_median": statistics.median(gaps), "gap_ms_p99": percentile(gaps, 99),
+            "gap_ms_max": max(gaps)}
+
+
+async def add_idle_load(database_url: str, dags: int, finished: int) -> None:
+    """Register ``dags`` idle DAGs and ``finished`` finished task instances, straight into the store."""
+    conn = await asyncpg.connect(asyncpg_dsn(database_url))
+    try:
+        await conn.execute("INSERT INTO dags (dag_id) SELECT 'idle_' || g FROM generate_series(1, $1) g", dags)
+        await conn.execute("INSERT INTO dag_versions (dag_id, version_hash, spec) "
+                           "SELECT dag_id, 'v1', '\\x'::bytea FROM dags WHERE dag_id LIKE 'idle\\_%'")
+        await conn.execute("UPDATE dags SET latest_version_id = v.id FROM dag_versions v "
+                           "WHERE v.dag_id = dags.dag_id AND dags.dag_id LIKE 'idle\\_%'")
+        runs = max(1, finished // 100)
+        await conn.execute("""
+            WITH r AS (INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date,
+                                             started_at, ended_at)
+                       SELECT 'idle_1', 'old_' || g, (SELECT latest_version_id FROM dags WHERE dag_id = 'idle_1'),
+                              'manual', 'success', now() - g * interval '1 hour', now(), now()
+                       FROM generate_series(1, $1) g RETURNING id)
+            INSERT INTO task_instances (run_pk, task_id, state, try_number, started_at, ended_at)
+            SELECT r.id, 't' || t, 'success', 1, now(), now() FROM r, generate_series(1, 100) t""", runs)
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+
+
+def measure_failover(cluster: Cluster, signal_name: str, workdir: Path) -> float:
+    """Seconds from the signal to the next committed scheduling pass of a new term."""
+    token, leader = cluster.wait_for_leader()
+    register(cluster, chain_spec(200), workdir)
+    label = f"failover-{signal_name}"
+    schedctl(cluster, "runs", "trigger", "chain", "--run-id", label)
+    time.sleep(0.5)  # let the chain get going, so a pass is due right after the fail-over
+    sent = time.time()
+    if signal_name == "kill":
+        leader.kill()
+    else:
+        leader.terminate()
+    new_token, _ = cluster.wait_for_leader(above=token, timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rows = fetch(cluster, "SELECT extract(epoch FROM min(committed_at)) AS t FROM scheduler_passes "
+                              "WHERE token = $1", new_token)
+        if rows and rows[0]["t"] is not None:
+            cluster.add_scheduler()  # a standby for the next measurement
+            return float(rows[0]["t"]) - sent
+        time.sleep(0.01)
+    raise RuntimeError("no scheduling pass after the fail-over")
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size of a process and all its descendants."""
+    total = 0
+    for p in [pid, *descendants(pid)]:
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True, check=True).stdout
+    children: dict[int, list[int]] = {}
+    for line in out.splitlines():
+        child, parent = (int(x) for x in line.split())
+        children.setdefault(parent, []).append(child)
+    result, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            result.append(c)
+            todo.append(c)
+    return result
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except OSError:
+            pass
+    return total
+
+
+def measure_footprint(cluster: Cluster, idle_seconds: float) -> dict[str, Any]:
+    roots = [p.pid for p in cluster.processes if p.alive and p.pid is not None]
+    everything = roots + [d for r in roots for d in descendants(r)]
+    pss = sum(pss_kib(r) for r in roots)
+    before = cpu_seconds(everything)
+    time.sleep(idle_seconds)
+    used = cpu_seconds(everything) - before
+    return {"processes": len(everything), "pss_mb": pss / 1024, "idle_cpu_percent": 100 * used / idle_seconds}
+
+
+def section(name: str, fn: Callable[[], dict[str, Any] | float], results: dict[str, Any]) -> None:
+    print(f"-- {name} ...", flush=True)
+    value = fn()
+    results[name] = value
+    print(f"   {value}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fan-out", type=int, default=1000)
+    parser.add_argument("--links", type=int, default=100)
+    parser.add_argument("--out", default="bench-results.json")
+    args = parser.parse_args()
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
+    workdir = Path(tempfile.mkdtemp(prefix="schedd-bench-"))
+    with DevStack(durable=True) as stack:
+        env = stack.env()
+        url, etcd = env["SCHEDD_DATABASE_URL"], env["SCHEDD_ETCD_ENDPOINTS"]
+        with Cluster(url, etcd, workdir / "fanout", workers=4, worker_capacity=8, service_env=FAST_LEASE) as c:
+            section("fan_out", lambda: measure_fan_out(c, workdir, args.fan_out, runs=3), results)
+            section("chain", lambda: measure_chain(c, workdir, args.links, "plain"), results)
+            section("chain_again", lambda: measure_chain(c, workdir, args.links, "again"), results)
+            asyncio.run(add_idle_load(url, dags=1000, finished=10_000))
+            section("chain_with_1000_idle_dags_10000_finished_tis",
+                    lambda: measure_chain(c, workdir, args.links, "loaded"), results)
+        with Cluster(url, etcd, workdir / "failover", schedulers=2, workers=2, service_env=FAST_LEASE) as c:
+            section("failover_kill9_seconds", lambda: measure_failover(c, "kill", workdir), results)
+            section("failover_sigterm_seconds", lambda: measure_failover(c, "term", workdir), results)
+        with Cluster(url, etcd, workdir / "footprint", schedulers=1, workers=2, service_env=FAST_LEASE) as c:
+            register(c, chain_spec(3), workdir)
+            schedctl(c, "runs", "trigger", "chain", "--run-id", "warm", "--wait")
+            section("footprint", lambda: measure_footprint(c, idle_seconds=10.0), results)
+    Path(args.out).write_text(json.dumps(results, indent=2, default=str))
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
