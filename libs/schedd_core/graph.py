@@ -6,6 +6,7 @@ import graphlib
 from dataclasses import dataclass
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.retry import RetryPolicy
 from schedd_core.spec import downstream_map, upstream_map
 from schedd_core.triggers import TriggerRule
 
@@ -21,6 +22,10 @@ class TaskNode:
     pool_slots: int
     queue: str
     max_tries: int
+    retry: RetryPolicy
+    branch: bool
+    #: At most this many instances of the task run at once across runs; 0 for no limit.
+    max_active_instances: int
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,10 @@ class DagGraph:
     order: tuple[str, ...]
     nodes: dict[str, TaskNode]
     leaves: frozenset[str]
+    #: 0 means no limit / no timeout.
+    max_active_runs: int = 0
+    max_active_tasks: int = 0
+    run_timeout: float = 0.0
 
     @classmethod
     def from_spec(
@@ -51,11 +60,25 @@ class DagGraph:
                 pool_slots=t.pool_slots or 1,
                 queue=t.queue or default_queue,
                 max_tries=t.retries + 1,
+                retry=RetryPolicy.from_spec(t),
+                branch=t.branch,
+                max_active_instances=t.max_active_instances,
             )
             for t in spec.tasks
         }
         leaves = frozenset(tid for tid, d in downs.items() if not d)
-        return cls(dag_id=spec.dag_id, order=order, nodes=nodes, leaves=leaves)
+        run_timeout = (
+            spec.dagrun_timeout.ToTimedelta().total_seconds() if spec.HasField("dagrun_timeout") else 0.0
+        )
+        return cls(
+            dag_id=spec.dag_id,
+            order=order,
+            nodes=nodes,
+            leaves=leaves,
+            max_active_runs=spec.max_active_runs,
+            max_active_tasks=spec.max_active_tasks,
+            run_timeout=run_timeout,
+        )
 
 
 def _effective_weights(

@@ -24,12 +24,22 @@ from schedd_core.triggers import UpstreamCounts, Verdict, evaluate
 @dataclass(frozen=True)
 class TaskSnapshot:
     state: TaskState
+    #: UP_FOR_RETRY and its retry time has come.
     retry_due: bool = False
+    #: UP_FOR_RETRY and no retry time was set yet.
+    retry_unscheduled: bool = False
+    #: A successful branch task: the downstream task ids it chose to follow.
+    follow: frozenset[str] | None = None
 
 
 @dataclass
 class RunPlan:
+    #: Ready to run: dependencies met (or retry due). Pools and limits decide when they queue.
     to_queue: list[str] = field(default_factory=list)
+    #: UP_FOR_RETRY task instances that need their retry time set.
+    to_schedule_retry: list[str] = field(default_factory=list)
+    #: Running task instances to fail (the run timed out).
+    to_fail: list[str] = field(default_factory=list)
     to_skip: list[str] = field(default_factory=list)
     to_upstream_failed: list[str] = field(default_factory=list)
     #: Tasks in the run's version that have no task instance yet.
@@ -40,7 +50,13 @@ class RunPlan:
     @property
     def empty(self) -> bool:
         return not (
-            self.to_queue or self.to_skip or self.to_upstream_failed or self.to_create or self.run_state
+            self.to_queue
+            or self.to_skip
+            or self.to_upstream_failed
+            or self.to_create
+            or self.to_schedule_retry
+            or self.to_fail
+            or self.run_state
         )
 
 
@@ -62,11 +78,16 @@ def plan_run(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
             plan.to_create.append(tid)
             snap = TaskSnapshot(TaskState.NONE)
         state = snap.state
-        if state is TaskState.UP_FOR_RETRY and snap.retry_due:
+        if state is TaskState.UP_FOR_RETRY and snap.retry_unscheduled:
+            plan.to_schedule_retry.append(tid)
+        elif state is TaskState.UP_FOR_RETRY and snap.retry_due:
             plan.to_queue.append(tid)
             state = TaskState.QUEUED
         elif state in _READY_FROM:
-            verdict = evaluate(graph.nodes[tid].trigger_rule, _count(graph, tid, projected))
+            if _excluded_by_branch(graph, tid, projected, tasks):
+                verdict = Verdict.SKIP
+            else:
+                verdict = evaluate(graph.nodes[tid].trigger_rule, _count(graph, tid, projected))
             if verdict is Verdict.READY:
                 plan.to_queue.append(tid)
                 state = TaskState.QUEUED
@@ -79,6 +100,18 @@ def plan_run(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
         projected[tid] = state
     plan.run_state = run_outcome(graph, projected)
     return plan
+
+
+def _excluded_by_branch(
+    graph: DagGraph, tid: str, states: Mapping[str, TaskState], tasks: Mapping[str, TaskSnapshot]
+) -> bool:
+    """Whether a successful upstream branch task chose not to follow ``tid``."""
+    for up in graph.nodes[tid].upstream:
+        if graph.nodes[up].branch and states[up] is TaskState.SUCCESS:
+            snap = tasks.get(up)
+            if snap is not None and snap.follow is not None and tid not in snap.follow:
+                return True
+    return False
 
 
 def _count(graph: DagGraph, tid: str, states: Mapping[str, TaskState]) -> UpstreamCounts:
@@ -108,3 +141,19 @@ def run_outcome(graph: DagGraph, states: Mapping[str, TaskState]) -> RunState | 
         return None
     failed = any(states[leaf] in (TaskState.FAILED, TaskState.UPSTREAM_FAILED) for leaf in graph.leaves)
     return RunState.FAILED if failed else RunState.SUCCESS
+
+
+def plan_timeout(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
+    """The run ran past its timeout: it fails; running attempts fail (their workers are told to stop
+    them), and every task that has not run is skipped."""
+    plan = RunPlan(run_state=RunState.FAILED)
+    for tid in graph.order:
+        snap = tasks.get(tid)
+        if snap is None:
+            plan.to_create.append(tid)
+            plan.to_skip.append(tid)
+        elif snap.state is TaskState.RUNNING:
+            plan.to_fail.append(tid)
+        elif snap.state in (TaskState.NONE, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.UP_FOR_RETRY):
+            plan.to_skip.append(tid)
+    return plan

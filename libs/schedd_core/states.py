@@ -54,7 +54,8 @@ TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     T.FAILED: frozenset(
         {T.RUNNING, T.QUEUED, T.NONE, T.SCHEDULED, T.SUCCESS, T.UP_FOR_RETRY, T.SKIPPED, T.UPSTREAM_FAILED}
     ),  # from a worker, a zombie, or a user
-    T.SKIPPED: frozenset({T.NONE, T.SCHEDULED}),
+    # From QUEUED and UP_FOR_RETRY too: the run was cancelled or timed out before the task ran.
+    T.SKIPPED: frozenset({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}),
     T.UPSTREAM_FAILED: frozenset({T.NONE, T.SCHEDULED}),
     T.UP_FOR_RETRY: frozenset({T.RUNNING, T.QUEUED}),
     T.REMOVED: frozenset({T.NONE, T.SCHEDULED}),

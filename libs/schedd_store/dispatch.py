@@ -167,18 +167,15 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
         if abandoned:
             lost = set(await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id) for r in abandoned]))
         rest = [r for r in finished if r.attempt_id not in applied]
-        current = {}
+        recorded: dict[str, str] = {}
         if rest:
-            rows = (await conn.execute(sql.CURRENT_ATTEMPTS, {"ids": [r.ti_id for r in rest]})).all()
-            current = {row.id: (str(row.attempt_id), row.state) for row in rows}
+            rows = (await conn.execute(sql.ATTEMPT_OUTCOMES, {"ids": [r.attempt_id for r in rest]})).all()
+            recorded = {str(row.attempt_id): row.state for row in rows}
     statuses = []
     for r in results:
         if r.attempt_id in applied or (r.abandoned and r.ti_id in lost):
             statuses.append(ReportStatus.APPLIED)
-        elif not r.abandoned and current.get(r.ti_id) == (
-            r.attempt_id,
-            "success" if r.succeeded else "failed",
-        ):
+        elif not r.abandoned and recorded.get(r.attempt_id) == ("success" if r.succeeded else "failed"):
             statuses.append(ReportStatus.DUPLICATE)
         else:
             statuses.append(ReportStatus.STALE)

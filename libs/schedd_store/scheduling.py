@@ -1,24 +1,33 @@
 """The scheduler's reads and writes, always inside a fenced transaction (see ``fence.py``).
 
 ``load_runs`` locks the runs to evaluate and reads their task states;
-``apply_plans`` writes the planner's decisions with guarded statements and
-queues a NOTIFY for the registries. A guarded statement that changes fewer rows
-than planned raises :class:`IllegalTransition`, which rolls the whole
-transaction back: either every decision of a pass lands or none does.
+``apply_plans`` admits ready task instances under pools and limits and writes
+every decision of the pass with guarded statements, then wakes the registries.
+A guarded statement that changes fewer rows than planned raises
+:class:`IllegalTransition`, which rolls the whole transaction back: either every
+decision of a pass lands or none does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from schedd_core.admission import Candidate, Capacity, admit
 from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
 from schedd_core.planner import RunPlan, TaskSnapshot
+from schedd_core.retry import retry_delay
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
 from schedd_store import statements as sql
+
+#: Waiting task instances read per page when admitting from a pool.
+WAITING_PAGE = 500
 
 
 @dataclass
@@ -26,8 +35,23 @@ class PlanningRun:
     pk: int
     version_id: int
     state: str
+    dag_id: str = ""
+    logical_date: datetime | None = None
+    #: Seconds since the run started; None before it started.
+    age: float | None = None
+    paused: bool = False
     tasks: dict[str, TaskSnapshot] = field(default_factory=dict)
     ti_ids: dict[str, int] = field(default_factory=dict)
+    tries: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class PassOutcome:
+    queued: int = 0
+    #: DAGs with a run that finished in the pass: their queued runs may start now.
+    finished_dags: set[str] = field(default_factory=set)
+    #: Runs that set a retry time in the pass: the retry timer must look again.
+    retries_scheduled: bool = False
 
 
 async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
@@ -40,54 +64,164 @@ async def load_runs(conn: AsyncConnection, run_pks: Sequence[int]) -> list[Plann
     for r in (await conn.execute(sql.LOCK_RUNS_AND_LOAD_TASKS, {"run_pks": list(run_pks)})).all():
         run = runs.get(r.run_pk)
         if run is None:
-            run = runs[r.run_pk] = PlanningRun(pk=r.run_pk, version_id=r.dag_version_id, state=r.run_state)
+            run = runs[r.run_pk] = PlanningRun(
+                pk=r.run_pk,
+                version_id=r.dag_version_id,
+                state=r.run_state,
+                dag_id=r.dag_id,
+                logical_date=r.run_date,
+                age=None if r.run_age is None else float(r.run_age),
+                paused=r.paused,
+            )
         if r.task_id is not None:
-            run.tasks[r.task_id] = TaskSnapshot(TaskState(r.state), retry_due=bool(r.retry_due))
+            run.tasks[r.task_id] = TaskSnapshot(
+                TaskState(r.state),
+                retry_due=bool(r.retry_due),
+                retry_unscheduled=bool(r.retry_unscheduled),
+                follow=frozenset(r.follow) if r.follow is not None else None,
+            )
             run.ti_ids[r.task_id] = r.id
+            run.tries[r.task_id] = int(r.try_number)
     return list(runs.values())
 
 
+async def running_runs(conn: AsyncConnection, dag_ids: Sequence[str]) -> dict[str, int]:
+    rows = (await conn.execute(sql.RUNNING_RUNS_OF_DAGS, {"dag_ids": list(dag_ids)})).all()
+    return {r.dag_id: int(r.running) for r in rows}
+
+
+async def queued_runs(conn: AsyncConnection, dag_ids: Sequence[str]) -> list[int]:
+    return [
+        int(r.id) for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": list(dag_ids)})).all()
+    ]
+
+
+@dataclass
+class _Ready:
+    """A task instance ready to run: existing (ti_id > 0) or about to be created (ti_id < 0)."""
+
+    candidate: Candidate
+    run: PlanningRun
+    task_id: str
+    new: bool
+
+
 async def apply_plans(
-    conn: AsyncConnection, token: int, plans: Sequence[tuple[PlanningRun, DagGraph, RunPlan]]
-) -> int:
-    """Write every plan of one scheduling pass. Returns the number of task instances queued."""
+    conn: AsyncConnection,
+    token: int,
+    plans: Sequence[tuple[PlanningRun, DagGraph, RunPlan]],
+    *,
+    graph_of: Callable[[int], DagGraph] | None = None,
+    load_graphs: Callable[[AsyncConnection, set[int]], Any] | None = None,
+    rng: random.Random | None = None,
+) -> PassOutcome:
+    """Write every plan of one scheduling pass, admitting ready task instances under pools and limits.
+
+    ``graph_of(version_id)`` gives the graph of task instances waiting in other runs (for their
+    DAG and task limits); ``load_graphs(conn, version_ids)`` makes sure those are available.
+    """
+    rng = rng or random.Random()
+    outcome = PassOutcome()
+    ready: list[_Ready] = []
+    next_new_key = -1
+    graphs_by_dag: dict[str, DagGraph] = {}
+    for run, graph, plan in plans:
+        graphs_by_dag[run.dag_id] = graph
+        new = set(plan.to_create)
+        for tid in plan.to_queue:
+            node = graph.nodes[tid]
+            key = run.ti_ids.get(tid)
+            if key is None:
+                key, next_new_key = next_new_key, next_new_key - 1
+            assert run.logical_date is not None
+            ready.append(
+                _Ready(
+                    Candidate(
+                        ti_id=key,
+                        dag_id=run.dag_id,
+                        task_id=tid,
+                        pool=node.pool,
+                        pool_slots=node.pool_slots,
+                        priority=node.priority_weight,
+                        logical_date=run.logical_date,
+                    ),
+                    run,
+                    tid,
+                    tid in new,
+                )
+            )
+
+    admitted = await _admit(conn, ready, graphs_by_dag, graph_of, load_graphs) if ready else _Admitted()
+    admitted_keys = {c.ti_id for c in admitted.candidates}
+
     creates: dict[str, list[object]] = {
-        k: [] for k in ("run_pks", "task_ids", "states", "max_tries", "weights", "pools", "slots", "queues")
+        k: []
+        for k in (
+            "run_pks",
+            "task_ids",
+            "states",
+            "max_tries",
+            "weights",
+            "pools",
+            "slots",
+            "queues",
+            "branches",
+        )
     }
-    to_queue: list[int] = []
+    to_queue: list[int] = [c.ti_id for c in admitted.candidates if c.ti_id > 0]
+    to_schedule: list[int] = [
+        r.candidate.ti_id
+        for r in ready
+        if not r.new
+        and r.candidate.ti_id not in admitted_keys
+        and r.run.tasks[r.task_id].state is not TaskState.SCHEDULED
+    ]
     to_skip: list[int] = []
     to_upstream_failed: list[int] = []
+    to_fail: list[int] = []
+    retry_ids: list[int] = []
+    retry_delays: list[float] = []
     started: list[int] = []
     finished: list[tuple[int, RunState]] = []
+    ready_new = {(r.run.pk, r.task_id): r.candidate.ti_id for r in ready if r.new}
 
     for run, graph, plan in plans:
         new = set(plan.to_create)
-        first_state = {tid: TaskState.QUEUED for tid in plan.to_queue if tid in new}
-        first_state |= {tid: TaskState.SKIPPED for tid in plan.to_skip if tid in new}
+        first_state = {tid: TaskState.SKIPPED for tid in plan.to_skip if tid in new}
         first_state |= {tid: TaskState.UPSTREAM_FAILED for tid in plan.to_upstream_failed if tid in new}
         for tid in plan.to_create:
             node = graph.nodes[tid]
+            state = first_state.get(tid, TaskState.NONE)
+            key = ready_new.get((run.pk, tid))
+            if key is not None:
+                state = TaskState.QUEUED if key in admitted_keys else TaskState.SCHEDULED
             creates["run_pks"].append(run.pk)
             creates["task_ids"].append(tid)
-            creates["states"].append(first_state.get(tid, TaskState.NONE).value)
+            creates["states"].append(state.value)
             creates["max_tries"].append(node.max_tries)
             creates["weights"].append(node.priority_weight)
             creates["pools"].append(node.pool)
             creates["slots"].append(node.pool_slots)
             creates["queues"].append(node.queue)
-        to_queue += [run.ti_ids[t] for t in plan.to_queue if t not in new]
+            creates["branches"].append(node.branch)
         to_skip += [run.ti_ids[t] for t in plan.to_skip if t not in new]
         to_upstream_failed += [run.ti_ids[t] for t in plan.to_upstream_failed if t not in new]
+        to_fail += [run.ti_ids[t] for t in plan.to_fail]
+        for tid in plan.to_schedule_retry:
+            failed_try = max(1, run.tries.get(tid, 1))
+            retry_ids.append(run.ti_ids[tid])
+            retry_delays.append(retry_delay(graph.nodes[tid].retry, failed_try, rng.random()))
         if run.state == RunState.QUEUED:
             started.append(run.pk)
         if plan.run_state is not None:
             finished.append((run.pk, plan.run_state))
+            outcome.finished_dags.add(run.dag_id)
 
     queues: set[str] = set()
     if creates["run_pks"]:
         rows = (await conn.execute(sql.INSERT_TASK_INSTANCES, {**creates, "token": token})).all()
         queues |= {r.queue for r in rows if r.state == TaskState.QUEUED}
-    queued = sum(1 for s in creates["states"] if s == TaskState.QUEUED.value)
+        outcome.queued += sum(1 for r in rows if r.state == TaskState.QUEUED)
     if to_queue:
         rows = (
             await conn.execute(
@@ -97,7 +231,19 @@ async def apply_plans(
         ).all()
         _expect("queue", to_queue, rows)
         queues |= {r.queue for r in rows}
-        queued += len(rows)
+        outcome.queued += len(rows)
+    if to_schedule:
+        rows = (
+            await conn.execute(
+                sql.SCHEDULE_TASK_INSTANCES,
+                {
+                    "ids": to_schedule,
+                    "token": token,
+                    "allowed_from": allowed_task_sources(TaskState.SCHEDULED),
+                },
+            )
+        ).all()
+        _expect("schedule", to_schedule, rows)
     for target, ids in ((TaskState.SKIPPED, to_skip), (TaskState.UPSTREAM_FAILED, to_upstream_failed)):
         if ids:
             rows = (
@@ -112,27 +258,139 @@ async def apply_plans(
                 )
             ).all()
             _expect(target.value, ids, rows)
+    if to_fail:
+        rows = (
+            await conn.execute(
+                sql.FAIL_RUNNING_TASK_INSTANCES,
+                {"ids": to_fail, "token": token, "error": "the run timed out"},
+            )
+        ).all()
+        _expect("fail", to_fail, rows)
+    if retry_ids:
+        await conn.execute(sql.SET_RETRY_TIMES, {"ids": retry_ids, "delays": retry_delays, "token": token})
+        outcome.retries_scheduled = True
     if started:
         await conn.execute(sql.START_RUNS, {"run_pks": started, "token": token})
-    for pk, state in finished:
+    for pk, run_state in finished:
         row = (
             await conn.execute(
                 sql.FINISH_RUN,
                 {
                     "run_pk": pk,
-                    "target": state.value,
+                    "target": run_state.value,
                     "token": token,
-                    "allowed_from": allowed_run_sources(state),
+                    "allowed_from": allowed_run_sources(run_state),
                 },
             )
         ).first()
         if row is None:
-            raise IllegalTransition(f"run {pk} could not move to {state.value}")
-    if plans:
+            raise IllegalTransition(f"run {pk} could not move to {run_state.value}")
+    if plans or to_queue:
         await conn.execute(
-            sql.RECORD_PASS, {"token": token, "runs": len(plans), "queued": queued, "queues": sorted(queues)}
+            sql.RECORD_PASS,
+            {"token": token, "runs": len(plans), "queued": outcome.queued, "queues": sorted(queues)},
         )
-    return queued
+    return outcome
+
+
+@dataclass
+class _Admitted:
+    candidates: list[Candidate] = field(default_factory=list)
+
+
+async def _admit(
+    conn: AsyncConnection,
+    ready: list[_Ready],
+    graphs_by_dag: dict[str, DagGraph],
+    graph_of: Callable[[int], DagGraph] | None,
+    load_graphs: Callable[[AsyncConnection, set[int]], Any] | None,
+) -> _Admitted:
+    """Decide which ready task instances queue now. Task instances already waiting in the same pools
+    (from any run) compete in the same order, so the oldest and most important go first."""
+    pools = sorted({r.candidate.pool for r in ready})
+    rows = (await conn.execute(sql.POOL_CAPACITY, {"pools": pools})).all()
+    capacity = Capacity(
+        pool_slots={r.name: int(r.slots) for r in rows}, pool_used={r.name: int(r.used) for r in rows}
+    )
+    candidates = [r.candidate for r in ready]
+    seen = {c.ti_id for c in candidates}
+    waiting_version: dict[int, int] = {}
+    for row in rows:
+        free = int(row.slots) - int(row.used)
+        if not row.waiting or free <= 0:
+            continue
+        # Read waiting task instances in admission order until they could fill the free slots several
+        # times over (some may be held back by DAG or task limits), page by page.
+        after: tuple[int, datetime, int] = (-(2**31), datetime(1, 1, 1, tzinfo=UTC), -1)
+        slots_seen = 0
+        while True:
+            page = (
+                await conn.execute(
+                    sql.WAITING_IN_POOL,
+                    {
+                        "pool": row.name,
+                        "limit": WAITING_PAGE,
+                        "after_priority": after[0],
+                        "after_date": after[1],
+                        "after_id": after[2],
+                    },
+                )
+            ).all()
+            for w in page:
+                slots_seen += w.pool_slots
+                if w.id not in seen:
+                    seen.add(w.id)
+                    waiting_version[w.id] = w.dag_version_id
+                    candidates.append(
+                        Candidate(
+                            ti_id=w.id,
+                            dag_id=w.dag_id,
+                            task_id=w.task_id,
+                            pool=w.pool,
+                            pool_slots=w.pool_slots,
+                            priority=w.priority_weight,
+                            logical_date=w.logical_date,
+                        )
+                    )
+            if len(page) < WAITING_PAGE or slots_seen >= 4 * free:
+                break
+            last = page[-1]
+            after = (-last.priority_weight, last.logical_date, last.id)
+    waiting_versions = set(waiting_version.values())
+    if waiting_versions and load_graphs is not None:
+        await load_graphs(conn, waiting_versions)
+    dag_limits: dict[str, int] = {}
+    task_limits: dict[tuple[str, str], int] = {}
+    for c in candidates:
+        graph = graphs_by_dag.get(c.dag_id)
+        if graph is None and graph_of is not None and c.ti_id in waiting_version:
+            graph = graph_of(waiting_version[c.ti_id])
+        if graph is None:
+            continue
+        if graph.max_active_tasks:
+            dag_limits[c.dag_id] = graph.max_active_tasks
+        node = graph.nodes.get(c.task_id)
+        if node is not None and node.max_active_instances:
+            task_limits[(c.dag_id, c.task_id)] = node.max_active_instances
+    if dag_limits:
+        active = {
+            r.dag_id: int(r.active)
+            for r in (await conn.execute(sql.ACTIVE_TASKS_OF_DAGS, {"dag_ids": sorted(dag_limits)})).all()
+        }
+        capacity.dag_tasks = {d: (limit, active.get(d, 0)) for d, limit in dag_limits.items()}
+    if task_limits:
+        rows2 = (
+            await conn.execute(
+                sql.ACTIVE_INSTANCES_OF_TASKS,
+                {
+                    "dag_ids": sorted({d for d, _ in task_limits}),
+                    "task_ids": sorted({t for _, t in task_limits}),
+                },
+            )
+        ).all()
+        active2 = {(r.dag_id, r.task_id): int(r.active) for r in rows2}
+        capacity.task_instances = {k: (limit, active2.get(k, 0)) for k, limit in task_limits.items()}
+    return _Admitted(admit(candidates, capacity))
 
 
 def _expect(action: str, ids: list[int], rows: Sequence[object]) -> None:

@@ -112,27 +112,103 @@ UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'runni
 #: Locks the unfinished runs among :run_pks and reads their task instances in one round trip (a run
 #: without task instances yet comes back as one row with NULL task columns).
 LOCK_RUNS_AND_LOAD_TASKS = _sql(
-    "SELECT r.id AS run_pk, r.dag_version_id, r.state AS run_state, ti.id, ti.task_id, ti.state, "
-    "COALESCE(ti.next_retry_at <= now(), false) AS retry_due "
-    "FROM dag_runs r LEFT JOIN task_instances ti ON ti.run_pk = r.id "
+    "SELECT r.id AS run_pk, r.dag_id, r.dag_version_id, r.state AS run_state, r.logical_date AS run_date, "
+    "EXTRACT(EPOCH FROM now() - r.started_at) AS run_age, d.paused, "
+    "ti.id, ti.task_id, ti.state, ti.follow, ti.try_number, "
+    "COALESCE(ti.next_retry_at <= now(), false) AS retry_due, "
+    "(ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL) AS retry_unscheduled "
+    "FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id LEFT JOIN task_instances ti ON ti.run_pk = r.id "
     "WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
 )
 
 #: Materialises task instances of runs, each already in its planned first state. Instances
 #: created 'queued' get their first attempt (try 1, a fresh attempt id) in the same statement.
 INSERT_TASK_INSTANCES = _sql(
-    "INSERT INTO task_instances (run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, "
-    "queue, try_number, attempt_id, queued_at, ended_at, fence_token) "
-    "SELECT r.run_pk, r.task_id, r.state, r.max_tries, r.priority_weight, r.pool, r.pool_slots, r.queue, "
+    "INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, max_tries, priority_weight, "
+    "pool, pool_slots, queue, is_branch, try_number, attempt_id, queued_at, ended_at, fence_token) "
+    "SELECT r.run_pk, run.dag_id, run.logical_date, r.task_id, r.state, r.max_tries, r.priority_weight, "
+    "r.pool, r.pool_slots, r.queue, r.is_branch, "
     "CASE WHEN r.state = 'queued' THEN 1 ELSE 0 END, "
     "CASE WHEN r.state = 'queued' THEN gen_random_uuid() END, "
     "CASE WHEN r.state = 'queued' THEN now() END, "
     "CASE WHEN r.state IN ('skipped', 'upstream_failed') THEN now() END, :token "
     "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:states AS text[]), "
     "CAST(:max_tries AS int[]), CAST(:weights AS int[]), CAST(:pools AS text[]), CAST(:slots AS int[]), "
-    "CAST(:queues AS text[])) "
-    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue) "
+    "CAST(:queues AS text[]), CAST(:branches AS boolean[])) "
+    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch) "
+    "JOIN dag_runs run ON run.id = r.run_pk "
     "RETURNING id, queue, state"
+)
+
+#: Dependencies met, waiting for a pool slot or a concurrency limit.
+SCHEDULE_TASK_INSTANCES = _sql(
+    "UPDATE task_instances SET state = 'scheduled', fence_token = :token "
+    "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id"
+)
+
+#: Sets when failed attempts retry (per task instance, computed by the leader from the retry policy).
+SET_RETRY_TIMES = _sql(
+    "UPDATE task_instances ti SET next_retry_at = now() + make_interval(secs => d.delay), "
+    "fence_token = :token "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:delays AS float8[])) AS d(id, delay) "
+    "WHERE ti.id = d.id AND ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL RETURNING ti.id"
+)
+
+#: The next retry time after now (or the earliest overdue), and the runs whose retries are due.
+NEXT_RETRY = _sql(
+    "SELECT EXTRACT(EPOCH FROM (min(next_retry_at) - now())) FROM task_instances WHERE state = 'up_for_retry'"
+)
+
+DUE_RETRY_RUNS = _sql(
+    "SELECT DISTINCT run_pk FROM task_instances WHERE state = 'up_for_retry' AND next_retry_at <= now()"
+)
+
+#: Pool sizes and the slots their queued and running task instances hold, for the given pools and for
+#: every pool that has task instances waiting; ``waiting`` says whether any wait.
+POOL_CAPACITY = _sql(
+    "SELECT p.name, p.slots, "
+    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
+    "  AND t.pool = p.name), 0) AS used, "
+    "EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name) AS waiting "
+    "FROM pools p WHERE p.name = ANY(:pools) "
+    "OR EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name)"
+)
+
+#: Task instances waiting in a pool, in admission order, after a keyset position.
+WAITING_IN_POOL = _sql(
+    "SELECT ti.id, ti.dag_id, ti.task_id, ti.pool, ti.pool_slots, ti.priority_weight, ti.logical_date, "
+    "ti.queue, r.dag_version_id FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
+    "JOIN dags d ON d.dag_id = ti.dag_id "
+    "WHERE ti.state = 'scheduled' AND ti.pool = :pool AND NOT d.paused "
+    "AND (-ti.priority_weight, ti.logical_date, ti.id) > (:after_priority, :after_date, :after_id) "
+    "ORDER BY ti.priority_weight DESC, ti.logical_date, ti.id LIMIT :limit"
+)
+
+ACTIVE_TASKS_OF_DAGS = _sql(
+    "SELECT dag_id, count(*) AS active FROM task_instances WHERE state IN ('queued', 'running') "
+    "AND dag_id = ANY(:dag_ids) GROUP BY dag_id"
+)
+
+ACTIVE_INSTANCES_OF_TASKS = _sql(
+    "SELECT dag_id, task_id, count(*) AS active FROM task_instances WHERE state IN ('queued', 'running') "
+    "AND dag_id = ANY(:dag_ids) AND task_id = ANY(:task_ids) GROUP BY dag_id, task_id"
+)
+
+RUNNING_RUNS_OF_DAGS = _sql(
+    "SELECT dag_id, count(*) AS running FROM dag_runs WHERE state = 'running' AND dag_id = ANY(:dag_ids) "
+    "GROUP BY dag_id"
+)
+
+#: Queued runs of the given DAGs, oldest logical date first: woken when a run of their DAG ends.
+QUEUED_RUNS_OF_DAGS = _sql(
+    "SELECT id FROM dag_runs WHERE state = 'queued' AND dag_id = ANY(:dag_ids) "
+    "ORDER BY logical_date LIMIT 1000"
+)
+
+#: Running runs and how long they have been running, for the leader's run-timeout timer.
+RUNNING_RUN_AGES = _sql(
+    "SELECT id, dag_version_id, EXTRACT(EPOCH FROM now() - started_at) AS age FROM dag_runs "
+    "WHERE state = 'running' AND started_at IS NOT NULL"
 )
 
 #: Starts a new attempt: next try number, a fresh attempt id.
@@ -148,6 +224,18 @@ QUEUE_TASK_INSTANCES = _sql(
 FINISH_UNRUN_TASK_INSTANCES = _sql(
     "UPDATE task_instances SET state = :target, ended_at = now(), fence_token = :token "
     "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id"
+)
+
+#: Fails running attempts the scheduler stops (the run timed out or was cancelled); their workers'
+#: next heartbeat is answered with a cancellation.
+FAIL_RUNNING_TASK_INSTANCES = _sql(
+    "WITH failed AS ("
+    "  UPDATE task_instances SET state = 'failed', ended_at = now(), error = :error, heartbeat_at = NULL, "
+    "  fence_token = :token WHERE id = ANY(:ids) AND state = 'running' RETURNING id, attempt_id"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
+    "  WHERE a.attempt_id = failed.attempt_id AND a.state = 'running'"
+    ") SELECT id FROM failed"
 )
 
 START_RUNS = _sql(
@@ -177,7 +265,7 @@ RECORD_PASS = _sql(
 CLAIM_TASK_INSTANCES = _sql(
     "WITH claimable AS ("
     "  SELECT id FROM task_instances WHERE state = 'queued' AND queue = ANY(:queues) "
-    "  ORDER BY priority_weight DESC, queued_at, id LIMIT :limit FOR UPDATE SKIP LOCKED"
+    "  ORDER BY priority_weight DESC, logical_date, id LIMIT :limit FOR UPDATE SKIP LOCKED"
     "), claimed AS ("
     "  UPDATE task_instances ti SET state = 'running', worker_id = :worker_id, started_at = now(), "
     "  heartbeat_at = now() FROM claimable WHERE ti.id = claimable.id "
@@ -199,7 +287,15 @@ APPLY_RESULTS = _sql(
     "  CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), CAST(:results AS jsonb[])) "
     "  AS r(ti_id, attempt_id, target, exit_code, error, started_at, ended_at, result)"
     "), applied AS ("
-    "  UPDATE task_instances ti SET state = r.target, started_at = COALESCE(r.started_at, ti.started_at), "
+    "  UPDATE task_instances ti SET "
+    "  state = CASE WHEN r.target = 'failed' AND ti.try_number < ti.max_tries THEN 'up_for_retry' "
+    "    ELSE r.target END, "
+    "  next_retry_at = NULL, "
+    "  follow = CASE WHEN ti.is_branch AND r.target = 'success' THEN CASE jsonb_typeof(r.result) "
+    "    WHEN 'string' THEN ARRAY[r.result #>> '{}'] "
+    "    WHEN 'array' THEN ARRAY(SELECT jsonb_array_elements_text(r.result)) "
+    "    ELSE ARRAY[]::text[] END END, "
+    "  started_at = COALESCE(r.started_at, ti.started_at), "
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
     "  error = NULLIF(r.error, ''), heartbeat_at = NULL, result = r.result "
     "  FROM r WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.state = 'running' "
@@ -213,7 +309,10 @@ APPLY_RESULTS = _sql(
     f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text) FROM applied"
 )
 
-CURRENT_ATTEMPTS = _sql("SELECT id, attempt_id, state FROM task_instances WHERE id = ANY(:ids)")
+#: The recorded outcome of attempts, to tell a repeated report from a stale one.
+ATTEMPT_OUTCOMES = _sql(
+    "SELECT attempt_id, state FROM task_attempts WHERE attempt_id = ANY(CAST(:ids AS uuid[]))"
+)
 
 UPSERT_WORKER = _sql(
     "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, incarnation, "

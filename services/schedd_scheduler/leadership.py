@@ -29,6 +29,7 @@ from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.lost_attempts import LostAttemptSweeper
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
+from schedd_scheduler.timers import DeadlineTimer
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
 
@@ -122,7 +123,9 @@ class Replica:
             threshold=self._config.zombie_threshold,
             max_lost=self._config.max_lost_attempts,
         )
-        work = asyncio.create_task(self._leader_work(loop, self._sweeper), name="leader-work")
+        timer = DeadlineTimer(self._engine, self._pending, self._versions)
+        loop.on_retries_scheduled = timer.poke
+        work = asyncio.create_task(self._leader_work(loop, self._sweeper, timer), name="leader-work")
         timing = asyncio.create_task(self._record_failover(loop))
         try:
             outcome = await _first(work, lease.lost, stop)
@@ -154,12 +157,15 @@ class Replica:
         with contextlib.suppress(CoordinationError):
             await self._election.resign(token)
 
-    async def _leader_work(self, loop: SchedulingLoop, sweeper: LostAttemptSweeper) -> None:
+    async def _leader_work(
+        self, loop: SchedulingLoop, sweeper: LostAttemptSweeper, timer: DeadlineTimer
+    ) -> None:
         """Run the scheduling loop with the lost-attempt sweeper and the worker watch beside it.
         Returns when the loop stops; the first error of any of them ends the term."""
         helpers = [
             asyncio.create_task(sweeper.run(), name="lost-attempts"),
             asyncio.create_task(self._watch_workers(sweeper), name="worker-watch"),
+            asyncio.create_task(timer.run(), name="deadlines"),
         ]
         main = asyncio.create_task(loop.run(), name="scheduling-loop")
         try:

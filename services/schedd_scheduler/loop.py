@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.errors import IllegalTransition
-from schedd_core.planner import plan_run
+from schedd_core.planner import plan_run, plan_timeout
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import scheduling
@@ -47,6 +48,8 @@ class SchedulingLoop:
         self.first_pass_done = asyncio.Event()
         self._retry_delay = 0.05
         self.passes = 0
+        #: Called after a pass that set retry times, so the retry timer looks again.
+        self.on_retries_scheduled: Callable[[], None] | None = None
 
     def stop(self) -> None:
         """Finish the current pass, then return from :meth:`run`."""
@@ -80,15 +83,7 @@ class SchedulingLoop:
         started = time.perf_counter()
         try:
             async with self._fence.transaction() as conn:
-                runs = await scheduling.load_runs(conn, run_pks) if run_pks else []
-                await self._versions.load(conn, {r.version_id for r in runs})
-                plans = []
-                for run in runs:
-                    graph = self._versions.graph(run.version_id)
-                    plan = plan_run(graph, run.tasks)
-                    if not plan.empty or run.state == "queued":
-                        plans.append((run, graph, plan))
-                queued = await scheduling.apply_plans(conn, self._fence.token, plans)
+                outcome, wake = await self._pass(conn, run_pks)
         except IllegalTransition as exc:
             # Another writer (a user's clear or mark) changed a task between our read and write;
             # evaluate those runs again from fresh state.
@@ -106,9 +101,51 @@ class SchedulingLoop:
             self._retry_delay = min(self._retry_delay * 2, 2.0)
             return 0
         self._retry_delay = 0.05
+        self._pending.add(wake)
+        if outcome.retries_scheduled and self.on_retries_scheduled is not None:
+            self.on_retries_scheduled()
         self.passes += 1
         if self._metrics is not None:
             self._metrics.passes.inc()
-            self._metrics.tasks_queued.inc(queued)
+            self._metrics.tasks_queued.inc(outcome.queued)
             self._metrics.pass_seconds.observe(time.perf_counter() - started)
-        return queued
+        return outcome.queued
+
+    async def _pass(
+        self, conn: AsyncConnection, run_pks: list[int]
+    ) -> tuple[scheduling.PassOutcome, list[int]]:
+        """Plan and write one pass; returns what it did and the runs to evaluate next (queued runs of
+        DAGs whose active runs ended)."""
+        runs = await scheduling.load_runs(conn, run_pks) if run_pks else []
+        await self._versions.load(conn, {r.version_id for r in runs})
+        runs = sorted(
+            (r for r in runs if not r.paused), key=lambda r: (r.logical_date is None, r.logical_date)
+        )
+        limited = sorted(
+            {
+                r.dag_id
+                for r in runs
+                if r.state == "queued" and self._versions.graph(r.version_id).max_active_runs
+            }
+        )
+        running = await scheduling.running_runs(conn, limited) if limited else {}
+        plans = []
+        for run in runs:
+            graph = self._versions.graph(run.version_id)
+            if run.state == "queued" and graph.max_active_runs:
+                if running.get(run.dag_id, 0) >= graph.max_active_runs:
+                    continue  # waits until a run of its DAG ends
+                running[run.dag_id] = running.get(run.dag_id, 0) + 1
+            if graph.run_timeout and run.age is not None and run.age > graph.run_timeout:
+                plan = plan_timeout(graph, run.tasks)
+            else:
+                plan = plan_run(graph, run.tasks)
+            if not plan.empty or run.state == "queued":
+                plans.append((run, graph, plan))
+        outcome = await scheduling.apply_plans(
+            conn, self._fence.token, plans, graph_of=self._versions.graph, load_graphs=self._versions.load
+        )
+        wake = (
+            await scheduling.queued_runs(conn, sorted(outcome.finished_dags)) if outcome.finished_dags else []
+        )
+        return outcome, wake

@@ -97,6 +97,8 @@ async def test_a_deposed_leader_pass_changes_nothing(engine: AsyncEngine) -> Non
 
 async def test_concurrent_claims_never_hand_out_one_attempt_twice(engine: AsyncEngine) -> None:
     wide: dict[str, list[str]] = {f"t{i:03d}": [] for i in range(300)}
+    async with engine.begin() as conn:  # room for all of them at once
+        await conn.execute(text("UPDATE pools SET slots = 1000 WHERE name = 'default_pool'"))
     run = await registered_run(engine, spec("wide", wide))
     loop = await leading_loop(engine)
     assert await loop.evaluate([run.pk]) == 300

@@ -216,6 +216,33 @@ class PythonCallable(_message.Message):
 Global___PythonCallable: _TypeAlias = PythonCallable  # noqa: Y015
 
 @_typing.final
+class Callback(_message.Message):
+    """Where an event is delivered: a Python callable run on a worker, or an HTTP POST of a JSON body."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PYTHON_FIELD_NUMBER: _builtins.int
+    WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    webhook_url: _builtins.str
+    @_builtins.property
+    def python(self) -> Global___PythonCallable: ...
+    def __init__(
+        self,
+        *,
+        python: Global___PythonCallable | None = ...,
+        webhook_url: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["python", b"python", "target", b"target", "webhook_url", b"webhook_url"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["python", b"python", "target", b"target", "webhook_url", b"webhook_url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["python", "webhook_url"]  # noqa: Y015
+    _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
+
+Global___Callback: _TypeAlias = Callback  # noqa: Y015
+
+@_typing.final
 class TaskSpec(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -256,6 +283,11 @@ class TaskSpec(_message.Message):
     TRIGGER_RULE_FIELD_NUMBER: _builtins.int
     ENV_FIELD_NUMBER: _builtins.int
     PARAMS_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
+    MAX_ACTIVE_INSTANCES_FIELD_NUMBER: _builtins.int
+    ON_FAILURE_FIELD_NUMBER: _builtins.int
+    ON_RETRY_FIELD_NUMBER: _builtins.int
+    ON_SUCCESS_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     retries: _builtins.int
     retry_exponential_backoff: _builtins.bool
@@ -265,6 +297,12 @@ class TaskSpec(_message.Message):
     pool_slots: _builtins.int
     queue: _builtins.str
     trigger_rule: Global___TriggerRule.ValueType
+    branch: _builtins.bool
+    """A branch task returns the id (or list of ids) of the downstream tasks to follow; its other
+    direct downstream tasks are skipped.
+    """
+    max_active_instances: _builtins.int
+    """At most this many instances of this task run at once across all runs; 0 for no limit."""
     @_builtins.property
     def upstream(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Ids of the tasks that must finish before this one, per its trigger rule."""
@@ -283,6 +321,12 @@ class TaskSpec(_message.Message):
     def env(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def params(self) -> _struct_pb2.Struct: ...
+    @_builtins.property
+    def on_failure(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]: ...
+    @_builtins.property
+    def on_retry(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]: ...
+    @_builtins.property
+    def on_success(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]: ...
     def __init__(
         self,
         *,
@@ -303,10 +347,15 @@ class TaskSpec(_message.Message):
         trigger_rule: Global___TriggerRule.ValueType = ...,
         env: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         params: _struct_pb2.Struct | None = ...,
+        branch: _builtins.bool = ...,
+        max_active_instances: _builtins.int = ...,
+        on_failure: _abc.Iterable[Global___Callback] | None = ...,
+        on_retry: _abc.Iterable[Global___Callback] | None = ...,
+        on_success: _abc.Iterable[Global___Callback] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "env", b"env", "execution_timeout", b"execution_timeout", "max_retry_delay", b"max_retry_delay", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "shell", b"shell", "task_id", b"task_id", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "env", b"env", "execution_timeout", b"execution_timeout", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "shell", b"shell", "task_id", b"task_id", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
@@ -332,6 +381,8 @@ class DagSpec(_message.Message):
     DAGRUN_TIMEOUT_FIELD_NUMBER: _builtins.int
     TAGS_FIELD_NUMBER: _builtins.int
     PARAMS_FIELD_NUMBER: _builtins.int
+    ON_FAILURE_FIELD_NUMBER: _builtins.int
+    ON_SUCCESS_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     description: _builtins.str
     schedule: _builtins.str
@@ -351,6 +402,12 @@ class DagSpec(_message.Message):
     def tags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def params(self) -> _struct_pb2.Struct: ...
+    @_builtins.property
+    def on_failure(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]:
+        """Run-level callbacks."""
+
+    @_builtins.property
+    def on_success(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]: ...
     def __init__(
         self,
         *,
@@ -366,10 +423,12 @@ class DagSpec(_message.Message):
         dagrun_timeout: _duration_pb2.Duration | None = ...,
         tags: _abc.Iterable[_builtins.str] | None = ...,
         params: _struct_pb2.Struct | None = ...,
+        on_failure: _abc.Iterable[Global___Callback] | None = ...,
+        on_success: _abc.Iterable[Global___Callback] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "params", b"params", "start_date", b"start_date"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup", b"catchup", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "params", b"params", "schedule", b"schedule", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup", b"catchup", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "params", b"params", "schedule", b"schedule", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
