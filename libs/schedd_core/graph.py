@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import graphlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from schedd.v1 import resources_pb2 as pb
@@ -26,6 +27,8 @@ class TaskNode:
     branch: bool
     #: At most this many instances of the task run at once across runs; 0 for no limit.
     max_active_instances: int
+    #: Events ("success", "failure", "retry") the task has callbacks for.
+    callback_events: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class DagGraph:
     max_active_runs: int = 0
     max_active_tasks: int = 0
     run_timeout: float = 0.0
+    #: Events ("success", "failure") the DAG has run-level callbacks for.
+    run_callback_events: tuple[str, ...] = ()
 
     @classmethod
     def from_spec(
@@ -63,6 +68,7 @@ class DagGraph:
                 retry=RetryPolicy.from_spec(t),
                 branch=t.branch,
                 max_active_instances=t.max_active_instances,
+                callback_events=_events(t.on_success, t.on_failure, t.on_retry),
             )
             for t in spec.tasks
         }
@@ -78,7 +84,13 @@ class DagGraph:
             max_active_runs=spec.max_active_runs,
             max_active_tasks=spec.max_active_tasks,
             run_timeout=run_timeout,
+            run_callback_events=_events(spec.on_success, spec.on_failure, ()),
         )
+
+
+def _events(success: Sequence[object], failure: Sequence[object], retry: Sequence[object]) -> tuple[str, ...]:
+    named = (("success", success), ("failure", failure), ("retry", retry))
+    return tuple(name for name, callbacks in named if len(callbacks))
 
 
 def _effective_weights(

@@ -102,6 +102,12 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
         r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", task.python.target, re.ASCII
     ):
         raise InvalidArgument(f"{where}.python.target", "must look like 'package.module:function'")
+    if task.branch and action != "python":
+        raise InvalidArgument(
+            f"{where}.branch", "a branch task must be a Python task: it returns the ids to follow"
+        )
+    if task.max_active_instances < 0:
+        raise InvalidArgument(f"{where}.max_active_instances", "must not be negative")
     if task.retries < 0:
         raise InvalidArgument(f"{where}.retries", "must not be negative")
     for name in ("retry_delay", "max_retry_delay"):

@@ -54,6 +54,15 @@ class AttemptExecutor:
         if self._pool is not None:
             await self._pool.close()
 
+    async def run_callback(
+        self, target: str, event: dict[str, Any], timeout: float = 60.0
+    ) -> tuple[bool, str]:
+        """Run a callback callable in the warm pool with the event as ``params``."""
+        if self._pool is None:
+            return False, "this executor runs no Python (python_workers=0)"
+        out = await self._pool.run(target, env={}, timeout=timeout, params=event)
+        return out.succeeded, out.error
+
     @property
     def running(self) -> list[worker_pb2.Assignment]:
         return [a for a, _ in self._running.values()]

@@ -12,6 +12,10 @@ QUEUED = "schedd_queued"
 LOST = "schedd_lost"
 #: A drain was requested for a worker. Payload: the worker id.
 WORKERS = "schedd_workers"
+#: Events were written to the outbox. Payload: empty.
+OUTBOX = "schedd_outbox"
+#: Attempts a user stopped (cancel, clear, mark). Payload: lines of ``worker_id ti_id attempt_id``.
+CANCEL = "schedd_cancel"
 
 #: PostgreSQL refuses payloads of 8000 bytes or more.
 MAX_PAYLOAD = 7900

@@ -161,9 +161,10 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
     async with engine.begin() as conn:
         if finished:
             # The statement also notifies the scheduler of every run it touched.
-            applied = {
-                str(r.attempt_id): r.run_pk for r in (await conn.execute(sql.APPLY_RESULTS, params)).all()
-            }
+            rows = (await conn.execute(sql.APPLY_RESULTS, params)).all()
+            applied = {str(r.attempt_id): r.run_pk for r in rows}
+            if any(r.callbacks for r in rows):
+                await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
         if abandoned:
             lost = set(await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id) for r in abandoned]))
         rest = [r for r in finished if r.attempt_id not in applied]

@@ -24,6 +24,7 @@ from schedd_core.graph import DagGraph
 from schedd_core.planner import RunPlan, TaskSnapshot
 from schedd_core.retry import retry_delay
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
+from schedd_store import channels
 from schedd_store import statements as sql
 
 #: Waiting task instances read per page when admitting from a pool.
@@ -166,6 +167,7 @@ async def apply_plans(
             "slots",
             "queues",
             "branches",
+            "events",
         )
     }
     to_queue: list[int] = [c.ti_id for c in admitted.candidates if c.ti_id > 0]
@@ -183,6 +185,7 @@ async def apply_plans(
     retry_delays: list[float] = []
     started: list[int] = []
     finished: list[tuple[int, RunState]] = []
+    run_events: list[tuple[str, int, str]] = []
     ready_new = {(r.run.pk, r.task_id): r.candidate.ti_id for r in ready if r.new}
 
     for run, graph, plan in plans:
@@ -204,6 +207,7 @@ async def apply_plans(
             creates["slots"].append(node.pool_slots)
             creates["queues"].append(node.queue)
             creates["branches"].append(node.branch)
+            creates["events"].append(",".join(node.callback_events))
         to_skip += [run.ti_ids[t] for t in plan.to_skip if t not in new]
         to_upstream_failed += [run.ti_ids[t] for t in plan.to_upstream_failed if t not in new]
         to_fail += [run.ti_ids[t] for t in plan.to_fail]
@@ -216,6 +220,9 @@ async def apply_plans(
         if plan.run_state is not None:
             finished.append((run.pk, plan.run_state))
             outcome.finished_dags.add(run.dag_id)
+            event = "success" if plan.run_state is RunState.SUCCESS else "failure"
+            if event in graph.run_callback_events:
+                run_events.append((event, run.pk, run.dag_id))
 
     queues: set[str] = set()
     if creates["run_pks"]:
@@ -285,6 +292,16 @@ async def apply_plans(
         ).first()
         if row is None:
             raise IllegalTransition(f"run {pk} could not move to {run_state.value}")
+    if run_events:
+        await conn.execute(
+            sql.RECORD_RUN_EVENTS,
+            {
+                "events": [e for e, _, _ in run_events],
+                "run_pks": [p for _, p, _ in run_events],
+                "dag_ids": [d for _, _, d in run_events],
+            },
+        )
+        await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
     if plans or to_queue:
         await conn.execute(
             sql.RECORD_PASS,

@@ -125,17 +125,19 @@ LOCK_RUNS_AND_LOAD_TASKS = _sql(
 #: created 'queued' get their first attempt (try 1, a fresh attempt id) in the same statement.
 INSERT_TASK_INSTANCES = _sql(
     "INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, max_tries, priority_weight, "
-    "pool, pool_slots, queue, is_branch, try_number, attempt_id, queued_at, ended_at, fence_token) "
+    "pool, pool_slots, queue, is_branch, callback_events, try_number, attempt_id, queued_at, ended_at, "
+    "fence_token) "
     "SELECT r.run_pk, run.dag_id, run.logical_date, r.task_id, r.state, r.max_tries, r.priority_weight, "
     "r.pool, r.pool_slots, r.queue, r.is_branch, "
+    "CASE WHEN r.events = '' THEN '{}'::text[] ELSE string_to_array(r.events, ',') END, "
     "CASE WHEN r.state = 'queued' THEN 1 ELSE 0 END, "
     "CASE WHEN r.state = 'queued' THEN gen_random_uuid() END, "
     "CASE WHEN r.state = 'queued' THEN now() END, "
     "CASE WHEN r.state IN ('skipped', 'upstream_failed') THEN now() END, :token "
     "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:states AS text[]), "
     "CAST(:max_tries AS int[]), CAST(:weights AS int[]), CAST(:pools AS text[]), CAST(:slots AS int[]), "
-    "CAST(:queues AS text[]), CAST(:branches AS boolean[])) "
-    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch) "
+    "CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) "
+    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch, events) "
     "JOIN dag_runs run ON run.id = r.run_pk "
     "RETURNING id, queue, state"
 )
@@ -299,14 +301,24 @@ APPLY_RESULTS = _sql(
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
     "  error = NULLIF(r.error, ''), heartbeat_at = NULL, result = r.result "
     "  FROM r WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.state = 'running' "
-    "  RETURNING ti.id, ti.run_pk, ti.attempt_id"
+    "  RETURNING ti.id, ti.run_pk, ti.attempt_id, ti.state, ti.callback_events, ti.dag_id, ti.task_id, "
+    "  ti.try_number, ti.error"
+    "), callbacks AS ("
+    "  INSERT INTO outbox (topic, payload) "
+    "  SELECT 'task_callback', jsonb_build_object('event', e.event, 'ti_id', applied.id, 'run_pk', "
+    "    applied.run_pk, 'dag_id', applied.dag_id, 'task_id', applied.task_id, 'try_number', "
+    "    applied.try_number, 'error', applied.error) "
+    "  FROM applied CROSS JOIN LATERAL (SELECT CASE applied.state WHEN 'success' THEN 'success' "
+    "    WHEN 'failed' THEN 'failure' WHEN 'up_for_retry' THEN 'retry' END AS event) e "
+    "  WHERE e.event = ANY(applied.callback_events) RETURNING id"
     "), history AS ("
     "  UPDATE task_attempts a SET state = r.target, started_at = COALESCE(r.started_at, a.started_at), "
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
     "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
     "  WHERE a.attempt_id = r.attempt_id"
     ") "
-    f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text) FROM applied"
+    f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text), "
+    f"(SELECT count(*) FROM callbacks) AS callbacks FROM applied"
 )
 
 #: The recorded outcome of attempts, to tell a repeated report from a stale one.
@@ -459,4 +471,127 @@ GET_WORKER = _sql(f"SELECT {_WORKER_COLUMNS} FROM workers WHERE worker_id = :wor
 
 QUEUE_DEPTHS = _sql(
     "SELECT queue, count(*) AS depth FROM task_instances WHERE state = 'queued' GROUP BY queue"
+)
+
+
+# --- manual control (api) ----------------------------------------------------------------------------
+
+SET_PAUSED = _sql(
+    "UPDATE dags SET paused = :paused, updated_at = now() WHERE dag_id = :dag_id RETURNING dag_id"
+)
+
+UNFINISHED_RUNS_OF_DAG = _sql(
+    "SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running')"
+)
+
+LOCK_RUN = _sql(
+    "SELECT r.id, r.state, r.dag_version_id, v.spec FROM dag_runs r "
+    "JOIN dag_versions v ON v.id = r.dag_version_id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id FOR UPDATE OF r"
+)
+
+RUN_TASK_STATES = _sql(
+    "SELECT id, task_id, state, worker_id, attempt_id FROM task_instances WHERE run_pk = :run_pk"
+)
+
+#: Stops the running attempts of a run (cancel) or of chosen task instances (clear, mark).
+STOP_RUNNING = _sql(
+    "WITH stopped AS ("
+    "  UPDATE task_instances SET state = :target, ended_at = now(), error = :error, heartbeat_at = NULL "
+    "  WHERE id = ANY(:ids) AND state = 'running' RETURNING id, attempt_id, worker_id"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM stopped "
+    "  WHERE a.attempt_id = stopped.attempt_id AND a.state = 'running'"
+    ") SELECT id, attempt_id, worker_id FROM stopped"
+)
+
+SKIP_UNRUN = _sql(
+    "UPDATE task_instances SET state = 'skipped', ended_at = now() "
+    "WHERE run_pk = :run_pk AND state = ANY(:allowed_from) RETURNING id"
+)
+
+FAIL_RUN_BY_HAND = _sql(
+    "UPDATE dag_runs SET state = 'failed', ended_at = now() "
+    "WHERE id = :run_pk AND state = ANY(:allowed_from) "
+    "RETURNING id"
+)
+
+#: Resets task instances to run again: a clear. Their retries are restored (max_tries counts from the
+#: current try), and their earlier result, branch choice and losses are forgotten.
+CLEAR_TASK_INSTANCES = _sql(
+    "UPDATE task_instances ti SET state = 'none', max_tries = ti.try_number + c.tries, "
+    "  ended_at = NULL, started_at = NULL, next_retry_at = NULL, heartbeat_at = NULL, worker_id = NULL, "
+    "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0 "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(id, tries) "
+    "WHERE ti.id = c.id AND ti.state = ANY(:allowed_from) RETURNING ti.id, ti.task_id"
+)
+
+REOPEN_RUN = _sql(
+    "UPDATE dag_runs SET state = 'running', ended_at = NULL WHERE id = :run_pk AND state = ANY(:allowed_from)"
+)
+
+SET_TASK_STATE_BY_HAND = _sql(
+    "UPDATE task_instances SET state = :target, ended_at = COALESCE(ended_at, now()), "
+    "  max_tries = CASE WHEN :target = 'failed' THEN try_number ELSE max_tries END, "
+    "  next_retry_at = NULL, heartbeat_at = NULL "
+    "WHERE id = :id AND state = ANY(:allowed_from) RETURNING id"
+)
+
+EXPLAIN_TASK = _sql(
+    "SELECT ti.id, ti.task_id, ti.state, ti.pool, ti.pool_slots, ti.try_number, ti.max_tries, "
+    "ti.next_retry_at, "
+    "ti.queue, r.id AS run_pk, r.state AS run_state, r.dag_version_id, d.paused, "
+    "(SELECT p.slots FROM pools p WHERE p.name = ti.pool) AS pool_total, "
+    "(SELECT COALESCE(sum(o.pool_slots), 0) FROM task_instances o WHERE o.state IN ('queued', 'running') "
+    "  AND o.pool = ti.pool) AS pool_used, "
+    "(SELECT count(*) FROM task_instances o WHERE o.state IN ('queued', 'running') AND o.dag_id = ti.dag_id) "
+    "  AS dag_active, "
+    "(SELECT count(*) FROM task_instances o WHERE o.state IN ('queued', 'running') AND o.dag_id = ti.dag_id "
+    "  AND o.task_id = ti.task_id) AS task_active, "
+    "(SELECT count(*) FROM dag_runs o WHERE o.state = 'running' AND o.dag_id = r.dag_id) "
+    "  AS dag_running_runs, "
+    "(SELECT count(*) FROM task_instances o WHERE o.state = 'scheduled' AND o.pool = ti.pool "
+    "  AND (-o.priority_weight, o.logical_date, o.id) < (-ti.priority_weight, ti.logical_date, ti.id)) "
+    "  AS ahead, "
+    "(SELECT count(*) FROM workers w WHERE w.state = 'active' AND ti.queue = ANY(w.queues)) AS workers "
+    "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk JOIN dags d ON d.dag_id = ti.dag_id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
+)
+
+NOW = _sql("SELECT now()")
+
+# --- the outbox ---------------------------------------------------------------------------------------
+
+#: Run-level events, written by the scheduler in the pass that finishes the run.
+RECORD_RUN_EVENTS = _sql(
+    "INSERT INTO outbox (topic, payload) SELECT 'run_callback', jsonb_build_object('event', e.event, "
+    "'run_pk', e.run_pk, 'dag_id', e.dag_id) "
+    "FROM unnest(CAST(:events AS text[]), CAST(:run_pks AS bigint[]), CAST(:dag_ids AS text[])) "
+    "AS e(event, run_pk, dag_id)"
+)
+
+#: Takes due outbox rows for delivery by pushing their next attempt out by :lease seconds, so a relay
+#: that dies while delivering leaves them to another after the lease. SKIP LOCKED lets several relays
+#: share the work.
+CLAIM_OUTBOX = _sql(
+    "WITH due AS ("
+    "  SELECT id FROM outbox WHERE delivered_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now() "
+    "  ORDER BY next_attempt_at, id LIMIT :limit FOR UPDATE SKIP LOCKED"
+    ") UPDATE outbox o SET next_attempt_at = now() + make_interval(secs => :lease) FROM due "
+    "WHERE o.id = due.id RETURNING o.id, o.topic, o.payload, o.attempts"
+)
+
+RUNS_FOR_EVENTS = _sql("SELECT id, run_id, dag_version_id FROM dag_runs WHERE id = ANY(:ids)")
+
+MARK_DELIVERED = _sql("UPDATE outbox SET delivered_at = now(), attempts = attempts + 1 WHERE id = ANY(:ids)")
+
+MARK_DELIVERY_FAILED = _sql(
+    "UPDATE outbox SET attempts = attempts + 1, last_error = :error, "
+    "next_attempt_at = now() + make_interval(secs => :delay), "
+    "failed_at = CASE WHEN attempts + 1 >= :max_attempts THEN now() END WHERE id = :id"
+)
+
+SECONDS_UNTIL_OUTBOX_DUE = _sql(
+    "SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - now()) FROM outbox "
+    "WHERE delivered_at IS NULL AND failed_at IS NULL"
 )

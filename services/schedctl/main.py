@@ -291,6 +291,107 @@ def tasks_logs(
             interval = min(interval * 1.5, 1.0)
 
 
+@dags_app.command("pause")
+def dags_pause(dag_id: Annotated[str, typer.Argument()], output_format: OutputOption = None) -> None:
+    """Stop scheduling new tasks of the DAG's runs (running tasks finish)."""
+    use_format(output_format)
+    resp = call(state.client.dags.PauseDag, api_pb2.PauseDagRequest(name=f"dags/{dag_id}"))
+    show(resp, f"dag {dag_id} paused")
+
+
+@dags_app.command("unpause")
+def dags_unpause(dag_id: Annotated[str, typer.Argument()], output_format: OutputOption = None) -> None:
+    """Resume scheduling the DAG's runs."""
+    use_format(output_format)
+    resp = call(state.client.dags.UnpauseDag, api_pb2.PauseDagRequest(name=f"dags/{dag_id}"))
+    show(resp, f"dag {dag_id} unpaused")
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    output_format: OutputOption = None,
+) -> None:
+    """Fail a run: stop its running tasks and skip the ones that have not run."""
+    use_format(output_format)
+    resp = call(state.client.runs.CancelRun, api_pb2.CancelRunRequest(name=_run_name(run)))
+    assert isinstance(resp, pb.DagRun)
+    show(resp, output.run_table(resp))
+
+
+@tasks_app.command("clear")
+def tasks_clear(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    task_ids: Annotated[list[str] | None, typer.Argument(help="tasks to clear; none: all")] = None,
+    downstream: Annotated[bool, typer.Option("--downstream", help="also everything downstream")] = False,
+    upstream: Annotated[bool, typer.Option("--upstream", help="also everything upstream")] = False,
+    only_failed: Annotated[bool, typer.Option("--only-failed", help="only failed/upstream_failed")] = False,
+    output_format: OutputOption = None,
+) -> None:
+    """Reset task instances so they run again, with their retries restored."""
+    use_format(output_format)
+    resp = call(
+        state.client.runs.ClearTaskInstances,
+        api_pb2.ClearTaskInstancesRequest(
+            parent=_run_name(run),
+            task_ids=task_ids or [],
+            include_downstream=downstream,
+            include_upstream=upstream,
+            only_failed=only_failed,
+        ),
+    )
+    assert isinstance(resp, api_pb2.ClearTaskInstancesResponse)
+    show(resp, "cleared: " + (", ".join(resp.cleared_task_ids) or "nothing"))
+
+
+def _mark(run: str, task_id: str, target: pb.TaskState.ValueType, output_format: Format | None) -> None:
+    use_format(output_format)
+    resp = call(
+        state.client.runs.SetTaskInstanceState,
+        api_pb2.SetTaskInstanceStateRequest(name=f"{_run_name(run)}/tasks/{task_id}", state=target),
+    )
+    assert isinstance(resp, pb.TaskInstance)
+    show(resp, f"{resp.name}: {output.state_name(pb.TaskState, resp.state, 'TASK_STATE_')}")
+
+
+@tasks_app.command("mark-success")
+def tasks_mark_success(
+    run: Annotated[str, typer.Argument()],
+    task_id: Annotated[str, typer.Argument()],
+    output_format: OutputOption = None,
+) -> None:
+    """Mark a task instance succeeded by hand (a running attempt is stopped)."""
+    _mark(run, task_id, pb.TASK_STATE_SUCCESS, output_format)
+
+
+@tasks_app.command("mark-failed")
+def tasks_mark_failed(
+    run: Annotated[str, typer.Argument()],
+    task_id: Annotated[str, typer.Argument()],
+    output_format: OutputOption = None,
+) -> None:
+    """Mark a task instance failed by hand, without retries (a running attempt is stopped)."""
+    _mark(run, task_id, pb.TASK_STATE_FAILED, output_format)
+
+
+@app.command("explain")
+def explain(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    task_id: Annotated[str, typer.Argument()],
+    output_format: OutputOption = None,
+) -> None:
+    """Why a task is not running yet: upstream tasks, pools, limits, retry time."""
+    use_format(output_format)
+    resp = call(
+        state.client.runs.ExplainTaskInstance,
+        api_pb2.ExplainTaskInstanceRequest(name=f"{_run_name(run)}/tasks/{task_id}"),
+    )
+    assert isinstance(resp, api_pb2.Explanation)
+    lines = [f"{task_id}: {output.state_name(pb.TaskState, resp.state, 'TASK_STATE_')}"]
+    lines += [f"  - {r}" for r in resp.reasons]
+    show(resp, "\n".join(lines))
+
+
 @app.command("leader")
 def leader(output_format: OutputOption = None) -> None:
     """Show which scheduler leads, since when, its fencing token, and the standbys."""

@@ -11,8 +11,10 @@ from schedd_api import cluster, dags, runs, translate
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
+from schedd_core.states import TaskState
 from schedd_rpc import convert, names
 from schedd_rpc.errors import translate_errors
+from schedd_store import control
 from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
 from schedd_store import runs as run_store
@@ -45,6 +47,18 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
     @translate_errors
     async def GetDag(self, request: api_pb2.GetDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
         return translate.dag(await dag_store.get_dag(self._engine, names.parse_dag_name(request.name)))
+
+    @translate_errors
+    async def PauseDag(self, request: api_pb2.PauseDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
+        dag_id = names.parse_dag_name(request.name)
+        await control.set_paused(self._engine, dag_id, True)
+        return translate.dag(await dag_store.get_dag(self._engine, dag_id))
+
+    @translate_errors
+    async def UnpauseDag(self, request: api_pb2.PauseDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
+        dag_id = names.parse_dag_name(request.name)
+        await control.set_paused(self._engine, dag_id, False)
+        return translate.dag(await dag_store.get_dag(self._engine, dag_id))
 
     @translate_errors
     async def ListDags(
@@ -107,6 +121,52 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         )
         return api_pb2.TaskLogs(
             data=logs.data, next_offset=logs.next_offset, try_number=logs.try_number, complete=logs.complete
+        )
+
+    @translate_errors
+    async def CancelRun(
+        self, request: api_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DagRun:
+        dag_id, run_id = names.parse_run_name(request.name)
+        await control.cancel_run(self._engine, dag_id, run_id)
+        return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
+
+    @translate_errors
+    async def ClearTaskInstances(
+        self, request: api_pb2.ClearTaskInstancesRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ClearTaskInstancesResponse:
+        dag_id, run_id = names.parse_run_name(request.parent, "parent")
+        cleared = await control.clear(
+            self._engine,
+            dag_id,
+            run_id,
+            list(request.task_ids),
+            downstream=request.include_downstream,
+            upstream=request.include_upstream,
+            only_failed=request.only_failed,
+        )
+        return api_pb2.ClearTaskInstancesResponse(cleared_task_ids=cleared)
+
+    @translate_errors
+    async def SetTaskInstanceState(
+        self, request: api_pb2.SetTaskInstanceStateRequest, context: grpc.aio.ServicerContext
+    ) -> pb.TaskInstance:
+        dag_id, run_id, task_id = names.parse_task_name(request.name)
+        if request.state not in (pb.TASK_STATE_SUCCESS, pb.TASK_STATE_FAILED):
+            raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
+        target = TaskState.SUCCESS if request.state == pb.TASK_STATE_SUCCESS else TaskState.FAILED
+        await control.set_state(self._engine, dag_id, run_id, task_id, target)
+        run = await run_store.get_run(self._engine, dag_id, run_id)
+        return next(translate.task_instance(run, t) for t in run.task_instances if t.task_id == task_id)
+
+    @translate_errors
+    async def ExplainTaskInstance(
+        self, request: api_pb2.ExplainTaskInstanceRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.Explanation:
+        dag_id, run_id, task_id = names.parse_task_name(request.name)
+        state, reasons = await control.explain_task(self._engine, dag_id, run_id, task_id)
+        return api_pb2.Explanation(
+            state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()), reasons=reasons
         )
 
     @translate_errors

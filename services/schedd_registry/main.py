@@ -11,6 +11,7 @@ import typer
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_exec.assignments import AssignmentBuilder
+from schedd_registry.callbacks import CallbackRelay
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import RegistryMetrics
@@ -34,9 +35,16 @@ async def serve(config: RegistryConfig) -> None:
         engine, AssignmentBuilder(engine), claim_batch=config.claim_batch, on_assigned=metrics.assigned.inc
     )
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
+    relay = CallbackRelay(engine, dispatcher)
+    servicer.on_callback_done = relay.callback_done
     listener = Listener(
         config.database_url,
-        {channels.QUEUED: dispatcher.wake, channels.WORKERS: servicer.drain_requested},
+        {
+            channels.QUEUED: dispatcher.wake,
+            channels.WORKERS: servicer.drain_requested,
+            channels.CANCEL: servicer.cancel_requested,
+            channels.OUTBOX: relay.wake,
+        },
         on_connect=dispatcher.wake_async,
     )
 
@@ -50,6 +58,7 @@ async def serve(config: RegistryConfig) -> None:
         asyncio.create_task(dispatcher.run(), name="dispatcher"),
         asyncio.create_task(servicer.results.run(), name="results"),
         asyncio.create_task(servicer.logs.run(), name="logs"),
+        asyncio.create_task(relay.run(), name="callbacks"),
     ]
     if config.metrics_listen:
         metrics.serve(config.metrics_listen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -41,6 +41,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             "results", lambda batch: dispatch.apply_results(engine, batch)
         )
         self.logs: Batcher[LogChunk, None] = Batcher("logs", self._append_logs)
+        #: Receives workers' answers to callbacks (set by the callback relay).
+        self.on_callback_done: Callable[[worker_pb2.CallbackDone], None] | None = None
 
     async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
         await dispatch.append_logs(self._engine, chunks)
@@ -51,6 +53,25 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         session = self._dispatcher.session(worker_id)
         if session is not None:
             session.send(_drain_message(self._config.drain_grace))
+
+    def cancel_requested(self, payload: str) -> None:
+        """A user stopped attempts (NOTIFY from the api): tell their workers, if connected here."""
+        by_worker: dict[str, list[worker_pb2.AttemptRef]] = {}
+        for line in payload.splitlines():
+            worker_id, ti_id, attempt_id = line.split()
+            by_worker.setdefault(worker_id, []).append(
+                worker_pb2.AttemptRef(task_instance_id=int(ti_id), attempt_id=attempt_id)
+            )
+        for worker_id, attempts in by_worker.items():
+            session = self._dispatcher.session(worker_id)
+            if session is not None:
+                session.send(
+                    worker_pb2.RegistryMessage(
+                        cancel=worker_pb2.CancelAttempts(
+                            attempts=attempts, reason="stopped by a user (cancel, clear or mark)"
+                        )
+                    )
+                )
 
     async def Connect(
         self, request_iterator: AsyncIterator[worker_pb2.WorkerMessage], context: grpc.aio.ServicerContext
@@ -142,6 +163,9 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 )
             elif kind == "heartbeat":
                 spawn(self._heartbeat(message.heartbeat, session))
+            elif kind == "callback_done":
+                if self.on_callback_done is not None:
+                    self.on_callback_done(message.callback_done)
             elif kind == "draining":
                 session.draining = True
                 spawn(dispatch.mark_worker_draining(self._engine, session.worker_id))

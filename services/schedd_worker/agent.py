@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import grpc
+from google.protobuf.json_format import MessageToDict
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_exec.executor import AttemptExecutor
@@ -51,6 +52,7 @@ class WorkerAgent:
         self._drain_requested = asyncio.Event()
         self._drain_grace = config.drain_grace
         self.completed = 0
+        self._callbacks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -193,6 +195,10 @@ class WorkerAgent:
             for attempt in message.cancel.attempts:
                 if self.executor.cancel(attempt.attempt_id):
                     log.warning("cancelled attempt %s: %s", attempt.attempt_id, message.cancel.reason)
+        elif kind == "run_callback":
+            task = asyncio.create_task(self._callback(message.run_callback))
+            self._callbacks.add(task)
+            task.add_done_callback(self._callbacks.discard)
         elif kind == "drain":
             self._drain_grace = message.drain.grace.ToTimedelta().total_seconds()
             self._drain_requested.set()
@@ -200,6 +206,17 @@ class WorkerAgent:
             interval = message.welcome.heartbeat_interval.ToTimedelta().total_seconds()
             self._heartbeat_interval = interval if interval > 0 else self._heartbeat_interval
             log.info("connected to registry as %s", message.welcome.worker_id)
+
+    async def _callback(self, request: worker_pb2.RunCallback) -> None:
+        try:
+            ok, error = await self.executor.run_callback(request.python.target, MessageToDict(request.event))
+        except Exception as exc:
+            ok, error = False, str(exc)
+        self._send(
+            worker_pb2.WorkerMessage(
+                callback_done=worker_pb2.CallbackDone(callback_id=request.callback_id, ok=ok, error=error)
+            )
+        )
 
     # -- executor callbacks ---------------------------------------------------------------------
 

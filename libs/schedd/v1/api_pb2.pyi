@@ -511,3 +511,167 @@ class ListRunsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListRunsResponse: _TypeAlias = ListRunsResponse  # noqa: Y015
+
+@_typing.final
+class PauseDagRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseDagRequest: _TypeAlias = PauseDagRequest  # noqa: Y015
+
+@_typing.final
+class CancelRunRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelRunRequest: _TypeAlias = CancelRunRequest  # noqa: Y015
+
+@_typing.final
+class ClearTaskInstancesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_FIELD_NUMBER: _builtins.int
+    TASK_IDS_FIELD_NUMBER: _builtins.int
+    INCLUDE_DOWNSTREAM_FIELD_NUMBER: _builtins.int
+    INCLUDE_UPSTREAM_FIELD_NUMBER: _builtins.int
+    ONLY_FAILED_FIELD_NUMBER: _builtins.int
+    parent: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}`"""
+    include_downstream: _builtins.bool
+    """Also clear every task downstream (upstream) of them."""
+    include_upstream: _builtins.bool
+    only_failed: _builtins.bool
+    """Only clear task instances that failed or are upstream_failed."""
+    @_builtins.property
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        parent: _builtins.str = ...,
+        task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        include_downstream: _builtins.bool = ...,
+        include_upstream: _builtins.bool = ...,
+        only_failed: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_downstream", b"include_downstream", "include_upstream", b"include_upstream", "only_failed", b"only_failed", "parent", b"parent", "task_ids", b"task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearTaskInstancesRequest: _TypeAlias = ClearTaskInstancesRequest  # noqa: Y015
+
+@_typing.final
+class ClearTaskInstancesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLEARED_TASK_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def cleared_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        cleared_task_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cleared_task_ids", b"cleared_task_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClearTaskInstancesResponse: _TypeAlias = ClearTaskInstancesResponse  # noqa: Y015
+
+@_typing.final
+class SetTaskInstanceStateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
+    state: _resources_pb2.TaskState.ValueType
+    """TASK_STATE_SUCCESS or TASK_STATE_FAILED."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        state: _resources_pb2.TaskState.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTaskInstanceStateRequest: _TypeAlias = SetTaskInstanceStateRequest  # noqa: Y015
+
+@_typing.final
+class ExplainTaskInstanceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExplainTaskInstanceRequest: _TypeAlias = ExplainTaskInstanceRequest  # noqa: Y015
+
+@_typing.final
+class Explanation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    state: _resources_pb2.TaskState.ValueType
+    @_builtins.property
+    def reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Human-readable reasons, most important first."""
+
+    def __init__(
+        self,
+        *,
+        state: _resources_pb2.TaskState.ValueType = ...,
+        reasons: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reasons", b"reasons", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Explanation: _TypeAlias = Explanation  # noqa: Y015

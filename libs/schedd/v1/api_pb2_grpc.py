@@ -51,6 +51,16 @@ class DagServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.ListDagsRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.ListDagsResponse.FromString,
                 _registered_method=True)
+        self.PauseDag = channel.unary_unary(
+                '/schedd.v1.DagService/PauseDag',
+                request_serializer=schedd_dot_v1_dot_api__pb2.PauseDagRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.Dag.FromString,
+                _registered_method=True)
+        self.UnpauseDag = channel.unary_unary(
+                '/schedd.v1.DagService/UnpauseDag',
+                request_serializer=schedd_dot_v1_dot_api__pb2.PauseDagRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.Dag.FromString,
+                _registered_method=True)
 
 
 class DagServiceServicer:
@@ -76,6 +86,19 @@ class DagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseDag(self, request, context):
+        """Pausing stops new task instances of the DAG's runs from being scheduled; running ones finish.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UnpauseDag(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -93,6 +116,16 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.ListDags,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.ListDagsRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.ListDagsResponse.SerializeToString,
+            ),
+            'PauseDag': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseDag,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.PauseDagRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.Dag.SerializeToString,
+            ),
+            'UnpauseDag': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnpauseDag,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.PauseDagRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.Dag.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -187,6 +220,60 @@ class DagService:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def PauseDag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.DagService/PauseDag',
+            schedd_dot_v1_dot_api__pb2.PauseDagRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.Dag.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnpauseDag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.DagService/UnpauseDag',
+            schedd_dot_v1_dot_api__pb2.PauseDagRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.Dag.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class RunServiceStub:
     """Runs of DAGs and their task instances.
@@ -217,6 +304,26 @@ class RunServiceStub:
                 '/schedd.v1.RunService/GetTaskLogs',
                 request_serializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.TaskLogs.FromString,
+                _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/schedd.v1.RunService/CancelRun',
+                request_serializer=schedd_dot_v1_dot_api__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.DagRun.FromString,
+                _registered_method=True)
+        self.ClearTaskInstances = channel.unary_unary(
+                '/schedd.v1.RunService/ClearTaskInstances',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ClearTaskInstancesRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ClearTaskInstancesResponse.FromString,
+                _registered_method=True)
+        self.SetTaskInstanceState = channel.unary_unary(
+                '/schedd.v1.RunService/SetTaskInstanceState',
+                request_serializer=schedd_dot_v1_dot_api__pb2.SetTaskInstanceStateRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.TaskInstance.FromString,
+                _registered_method=True)
+        self.ExplainTaskInstance = channel.unary_unary(
+                '/schedd.v1.RunService/ExplainTaskInstance',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ExplainTaskInstanceRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.Explanation.FromString,
                 _registered_method=True)
 
 
@@ -250,6 +357,34 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelRun(self, request, context):
+        """Fails the run; running attempts are stopped and tasks that have not run are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearTaskInstances(self, request, context):
+        """Resets task instances so they run again (with their retries restored), and reopens the run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetTaskInstanceState(self, request, context):
+        """Marks a task instance succeeded or failed by hand; a running attempt is stopped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExplainTaskInstance(self, request, context):
+        """Why a task instance is not running yet.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -272,6 +407,26 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.GetTaskLogs,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.TaskLogs.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.CancelRunRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.DagRun.SerializeToString,
+            ),
+            'ClearTaskInstances': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearTaskInstances,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ClearTaskInstancesRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ClearTaskInstancesResponse.SerializeToString,
+            ),
+            'SetTaskInstanceState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTaskInstanceState,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.SetTaskInstanceStateRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.TaskInstance.SerializeToString,
+            ),
+            'ExplainTaskInstance': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainTaskInstance,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ExplainTaskInstanceRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.Explanation.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -383,6 +538,114 @@ class RunService:
             '/schedd.v1.RunService/GetTaskLogs',
             schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.SerializeToString,
             schedd_dot_v1_dot_api__pb2.TaskLogs.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/CancelRun',
+            schedd_dot_v1_dot_api__pb2.CancelRunRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.DagRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearTaskInstances(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/ClearTaskInstances',
+            schedd_dot_v1_dot_api__pb2.ClearTaskInstancesRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ClearTaskInstancesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTaskInstanceState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/SetTaskInstanceState',
+            schedd_dot_v1_dot_api__pb2.SetTaskInstanceStateRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.TaskInstance.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainTaskInstance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/ExplainTaskInstance',
+            schedd_dot_v1_dot_api__pb2.ExplainTaskInstanceRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.Explanation.FromString,
             options,
             channel_credentials,
             insecure,

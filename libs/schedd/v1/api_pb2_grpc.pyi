@@ -38,6 +38,9 @@ class DagServiceStub:
     """Registers a DAG spec. An identical spec makes no new version."""
     GetDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetDagRequest, _resources_pb2.Dag]
     ListDags: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListDagsRequest, _api_pb2.ListDagsResponse]
+    PauseDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]
+    """Pausing stops new task instances of the DAG's runs from being scheduled; running ones finish."""
+    UnpauseDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]
 
 @_typing.type_check_only
 class DagServiceAsyncStub(DagServiceStub):
@@ -48,6 +51,9 @@ class DagServiceAsyncStub(DagServiceStub):
     """Registers a DAG spec. An identical spec makes no new version."""
     GetDag: _aio.UnaryUnaryMultiCallable[_api_pb2.GetDagRequest, _resources_pb2.Dag]  # type: ignore[assignment]
     ListDags: _aio.UnaryUnaryMultiCallable[_api_pb2.ListDagsRequest, _api_pb2.ListDagsResponse]  # type: ignore[assignment]
+    PauseDag: _aio.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]  # type: ignore[assignment]
+    """Pausing stops new task instances of the DAG's runs from being scheduled; running ones finish."""
+    UnpauseDag: _aio.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]  # type: ignore[assignment]
 
 class DagServiceServicer(metaclass=_abc_1.ABCMeta):
     """DAG definitions and their versions."""
@@ -74,6 +80,21 @@ class DagServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.ListDagsResponse, _abc.Awaitable[_api_pb2.ListDagsResponse]]: ...
 
+    @_abc_1.abstractmethod
+    def PauseDag(
+        self,
+        request: _api_pb2.PauseDagRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Dag, _abc.Awaitable[_resources_pb2.Dag]]:
+        """Pausing stops new task instances of the DAG's runs from being scheduled; running ones finish."""
+
+    @_abc_1.abstractmethod
+    def UnpauseDag(
+        self,
+        request: _api_pb2.PauseDagRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Dag, _abc.Awaitable[_resources_pb2.Dag]]: ...
+
 def add_DagServiceServicer_to_server(servicer: DagServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class RunServiceStub:
@@ -89,6 +110,14 @@ class RunServiceStub:
     ListRuns: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]
     GetTaskLogs: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]
     """The captured output of one attempt of a task instance, from a byte offset."""
+    CancelRun: _grpc.UnaryUnaryMultiCallable[_api_pb2.CancelRunRequest, _resources_pb2.DagRun]
+    """Fails the run; running attempts are stopped and tasks that have not run are skipped."""
+    ClearTaskInstances: _grpc.UnaryUnaryMultiCallable[_api_pb2.ClearTaskInstancesRequest, _api_pb2.ClearTaskInstancesResponse]
+    """Resets task instances so they run again (with their retries restored), and reopens the run."""
+    SetTaskInstanceState: _grpc.UnaryUnaryMultiCallable[_api_pb2.SetTaskInstanceStateRequest, _resources_pb2.TaskInstance]
+    """Marks a task instance succeeded or failed by hand; a running attempt is stopped."""
+    ExplainTaskInstance: _grpc.UnaryUnaryMultiCallable[_api_pb2.ExplainTaskInstanceRequest, _api_pb2.Explanation]
+    """Why a task instance is not running yet."""
 
 @_typing.type_check_only
 class RunServiceAsyncStub(RunServiceStub):
@@ -101,6 +130,14 @@ class RunServiceAsyncStub(RunServiceStub):
     ListRuns: _aio.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]  # type: ignore[assignment]
     GetTaskLogs: _aio.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]  # type: ignore[assignment]
     """The captured output of one attempt of a task instance, from a byte offset."""
+    CancelRun: _aio.UnaryUnaryMultiCallable[_api_pb2.CancelRunRequest, _resources_pb2.DagRun]  # type: ignore[assignment]
+    """Fails the run; running attempts are stopped and tasks that have not run are skipped."""
+    ClearTaskInstances: _aio.UnaryUnaryMultiCallable[_api_pb2.ClearTaskInstancesRequest, _api_pb2.ClearTaskInstancesResponse]  # type: ignore[assignment]
+    """Resets task instances so they run again (with their retries restored), and reopens the run."""
+    SetTaskInstanceState: _aio.UnaryUnaryMultiCallable[_api_pb2.SetTaskInstanceStateRequest, _resources_pb2.TaskInstance]  # type: ignore[assignment]
+    """Marks a task instance succeeded or failed by hand; a running attempt is stopped."""
+    ExplainTaskInstance: _aio.UnaryUnaryMultiCallable[_api_pb2.ExplainTaskInstanceRequest, _api_pb2.Explanation]  # type: ignore[assignment]
+    """Why a task instance is not running yet."""
 
 class RunServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs of DAGs and their task instances."""
@@ -134,6 +171,38 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.TaskLogs, _abc.Awaitable[_api_pb2.TaskLogs]]:
         """The captured output of one attempt of a task instance, from a byte offset."""
+
+    @_abc_1.abstractmethod
+    def CancelRun(
+        self,
+        request: _api_pb2.CancelRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.DagRun, _abc.Awaitable[_resources_pb2.DagRun]]:
+        """Fails the run; running attempts are stopped and tasks that have not run are skipped."""
+
+    @_abc_1.abstractmethod
+    def ClearTaskInstances(
+        self,
+        request: _api_pb2.ClearTaskInstancesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ClearTaskInstancesResponse, _abc.Awaitable[_api_pb2.ClearTaskInstancesResponse]]:
+        """Resets task instances so they run again (with their retries restored), and reopens the run."""
+
+    @_abc_1.abstractmethod
+    def SetTaskInstanceState(
+        self,
+        request: _api_pb2.SetTaskInstanceStateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.TaskInstance, _abc.Awaitable[_resources_pb2.TaskInstance]]:
+        """Marks a task instance succeeded or failed by hand; a running attempt is stopped."""
+
+    @_abc_1.abstractmethod
+    def ExplainTaskInstance(
+        self,
+        request: _api_pb2.ExplainTaskInstanceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.Explanation, _abc.Awaitable[_api_pb2.Explanation]]:
+        """Why a task instance is not running yet."""
 
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -252,6 +252,33 @@ class Draining(_message.Message):
 Global___Draining: _TypeAlias = Draining  # noqa: Y015
 
 @_typing.final
+class CallbackDone(_message.Message):
+    """The outcome of a RunCallback."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLBACK_ID_FIELD_NUMBER: _builtins.int
+    OK_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    callback_id: _builtins.str
+    ok: _builtins.bool
+    error: _builtins.str
+    def __init__(
+        self,
+        *,
+        callback_id: _builtins.str = ...,
+        ok: _builtins.bool = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_id", b"callback_id", "error", b"error", "ok", b"ok"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CallbackDone: _TypeAlias = CallbackDone  # noqa: Y015
+
+@_typing.final
 class WorkerMessage(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -261,6 +288,7 @@ class WorkerMessage(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     LOG_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
+    CALLBACK_DONE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___WorkerHello: ...
     @_builtins.property
@@ -273,6 +301,8 @@ class WorkerMessage(_message.Message):
     def log(self) -> Global___LogChunk: ...
     @_builtins.property
     def draining(self) -> Global___Draining: ...
+    @_builtins.property
+    def callback_done(self) -> Global___CallbackDone: ...
     def __init__(
         self,
         *,
@@ -282,12 +312,13 @@ class WorkerMessage(_message.Message):
         result: Global___TaskResult | None = ...,
         log: Global___LogChunk | None = ...,
         draining: Global___Draining | None = ...,
+        callback_done: Global___CallbackDone | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["callback_done", b"callback_done", "credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_done", b"callback_done", "credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "credit", "heartbeat", "result", "log", "draining"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "credit", "heartbeat", "result", "log", "draining", "callback_done"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
@@ -427,6 +458,37 @@ class CancelAttempts(_message.Message):
 Global___CancelAttempts: _TypeAlias = CancelAttempts  # noqa: Y015
 
 @_typing.final
+class RunCallback(_message.Message):
+    """Run a callback (a Python callable) with the event as its `params`; answer with CallbackDone.
+    Callbacks are delivered at least once.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALLBACK_ID_FIELD_NUMBER: _builtins.int
+    PYTHON_FIELD_NUMBER: _builtins.int
+    EVENT_FIELD_NUMBER: _builtins.int
+    callback_id: _builtins.str
+    @_builtins.property
+    def python(self) -> _resources_pb2.PythonCallable: ...
+    @_builtins.property
+    def event(self) -> _struct_pb2.Struct: ...
+    def __init__(
+        self,
+        *,
+        callback_id: _builtins.str = ...,
+        python: _resources_pb2.PythonCallable | None = ...,
+        event: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "python", b"python"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_id", b"callback_id", "event", b"event", "python", b"python"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunCallback: _TypeAlias = RunCallback  # noqa: Y015
+
+@_typing.final
 class Drain(_message.Message):
     """Stop taking new work, finish what runs within grace, then disconnect and exit."""
 
@@ -488,6 +550,7 @@ class RegistryMessage(_message.Message):
     ACK_FIELD_NUMBER: _builtins.int
     CANCEL_FIELD_NUMBER: _builtins.int
     DRAIN_FIELD_NUMBER: _builtins.int
+    RUN_CALLBACK_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -498,6 +561,8 @@ class RegistryMessage(_message.Message):
     def cancel(self) -> Global___CancelAttempts: ...
     @_builtins.property
     def drain(self) -> Global___Drain: ...
+    @_builtins.property
+    def run_callback(self) -> Global___RunCallback: ...
     def __init__(
         self,
         *,
@@ -506,12 +571,13 @@ class RegistryMessage(_message.Message):
         ack: Global___ReportAck | None = ...,
         cancel: Global___CancelAttempts | None = ...,
         drain: Global___Drain | None = ...,
+        run_callback: Global___RunCallback | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain", "run_callback"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 

@@ -1,0 +1,219 @@
+"""Manual control (the api's side): pause, cancel, clear, mark, explain.
+
+These are user intents, written with the same guarded transitions as everything
+else; they are not fenced (the api is not the leader), and the leader re-plans
+the affected runs when notified. A running attempt they stop is failed at once
+and its worker is told to stop it (NOTIFY to the registries); its late result is
+rejected as stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from schedd_core.errors import FailedPrecondition, InvalidArgument, NotFound
+from schedd_core.explain import ExplainFacts, explain
+from schedd_core.graph import DagGraph
+from schedd_core.planner import TaskSnapshot
+from schedd_core.states import (
+    RUN_FINISHED,
+    RunState,
+    TaskState,
+    allowed_run_sources,
+    allowed_task_sources,
+)
+from schedd_store import channels
+from schedd_store import statements as sql
+from schedd_store.records import parse_spec
+
+
+async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
+    async with engine.begin() as conn:
+        if (await conn.execute(sql.SET_PAUSED, {"dag_id": dag_id, "paused": paused})).first() is None:
+            raise NotFound(f"dag {dag_id!r} not found")
+        if not paused:
+            runs = [r[0] for r in (await conn.execute(sql.UNFINISHED_RUNS_OF_DAG, {"dag_id": dag_id})).all()]
+            for payload in channels.encode_ids(runs):
+                await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
+
+
+@dataclass
+class _LockedRun:
+    pk: int
+    state: str
+    graph: DagGraph
+    tasks: dict[str, Any]
+
+
+async def _lock_run(conn: AsyncConnection, dag_id: str, run_id: str) -> _LockedRun:
+    row = (await conn.execute(sql.LOCK_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
+    if row is None:
+        raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
+    tasks = {t.task_id: t for t in (await conn.execute(sql.RUN_TASK_STATES, {"run_pk": row.id})).all()}
+    return _LockedRun(pk=row.id, state=row.state, graph=DagGraph.from_spec(parse_spec(row.spec)), tasks=tasks)
+
+
+async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: str, error: str) -> None:
+    if not ids:
+        return
+    rows = (await conn.execute(sql.STOP_RUNNING, {"ids": list(ids), "target": target, "error": error})).all()
+    lines = [f"{r.worker_id} {r.id} {r.attempt_id}" for r in rows if r.worker_id]
+    if lines:
+        await conn.execute(sql.NOTIFY, {"channel": channels.CANCEL, "payload": "\n".join(lines)})
+
+
+async def cancel_run(engine: AsyncEngine, dag_id: str, run_id: str) -> None:
+    """Fail the run: running attempts fail and are stopped, tasks that have not run are skipped."""
+    async with engine.begin() as conn:
+        run = await _lock_run(conn, dag_id, run_id)
+        if RunState(run.state) in RUN_FINISHED:
+            raise FailedPrecondition(f"run {run_id!r} of dag {dag_id!r} is already {run.state}")
+        running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
+        await _stop(conn, running, target="failed", error="the run was cancelled")
+        await conn.execute(
+            sql.SKIP_UNRUN,
+            {
+                "run_pk": run.pk,
+                "allowed_from": sorted(
+                    s.value
+                    for s in (TaskState.NONE, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.UP_FOR_RETRY)
+                ),
+            },
+        )
+        await conn.execute(
+            sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.FAILED)}
+        )
+        await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+
+
+async def clear(
+    engine: AsyncEngine,
+    dag_id: str,
+    run_id: str,
+    task_ids: Sequence[str],
+    *,
+    downstream: bool,
+    upstream: bool,
+    only_failed: bool,
+) -> list[str]:
+    """Reset task instances (and optionally everything downstream/upstream of them) to run again.
+    Returns the task ids cleared."""
+    async with engine.begin() as conn:
+        run = await _lock_run(conn, dag_id, run_id)
+        for i, tid in enumerate(task_ids):
+            if tid not in run.graph.nodes:
+                raise InvalidArgument(f"task_ids[{i}]", f"dag {dag_id!r} has no task {tid!r}")
+        chosen = set(task_ids) or set(run.graph.nodes)
+        if downstream:
+            chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].downstream)
+        if upstream:
+            chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].upstream)
+        rows = [run.tasks[t] for t in sorted(chosen) if t in run.tasks]
+        if only_failed:
+            rows = [t for t in rows if t.state in (TaskState.FAILED, TaskState.UPSTREAM_FAILED)]
+        if not rows:
+            return []
+        await _stop(
+            conn,
+            [t.id for t in rows if t.state == TaskState.RUNNING],
+            target="failed",
+            error="the task instance was cleared",
+        )
+        cleared = (
+            await conn.execute(
+                sql.CLEAR_TASK_INSTANCES,
+                {
+                    "ids": [t.id for t in rows],
+                    "tries": [run.graph.nodes[t.task_id].max_tries for t in rows],
+                    "allowed_from": allowed_task_sources(TaskState.NONE),
+                },
+            )
+        ).all()
+        await conn.execute(
+            sql.REOPEN_RUN, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.RUNNING)}
+        )
+        await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+    return sorted(r.task_id for r in cleared)
+
+
+async def set_state(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str, state: TaskState) -> None:
+    """Mark a task instance succeeded or failed by hand (a failed mark uses up its retries)."""
+    if state not in (TaskState.SUCCESS, TaskState.FAILED):
+        raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
+    async with engine.begin() as conn:
+        run = await _lock_run(conn, dag_id, run_id)
+        ti = run.tasks.get(task_id)
+        if ti is None:
+            raise NotFound(f"task {task_id!r} of run {run_id!r} has no task instance yet")
+        if ti.state == TaskState.RUNNING:
+            await _stop(conn, [ti.id], target=state.value, error=f"marked {state.value} by hand")
+        else:
+            row = (
+                await conn.execute(
+                    sql.SET_TASK_STATE_BY_HAND,
+                    {"id": ti.id, "target": state.value, "allowed_from": allowed_task_sources(state)},
+                )
+            ).first()
+            if row is None:
+                raise FailedPrecondition(f"task {task_id!r} cannot be marked {state.value} from {ti.state}")
+        await conn.execute(
+            sql.REOPEN_RUN, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.RUNNING)}
+        )
+        await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+
+
+async def explain_task(
+    engine: AsyncEngine, dag_id: str, run_id: str, task_id: str
+) -> tuple[TaskState, list[str]]:
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(sql.EXPLAIN_TASK, {"dag_id": dag_id, "run_id": run_id, "task_id": task_id})
+        ).first()
+        if row is None:
+            run = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
+            if run is None:
+                raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
+            return TaskState.NONE, ["its run has not been scheduled yet (the run is queued)"]
+        spec_row = (await conn.execute(sql.GET_VERSION_SPECS, {"ids": [row.dag_version_id]})).one()
+        tasks = {
+            t.task_id: TaskSnapshot(TaskState(t.state))
+            for t in (await conn.execute(sql.RUN_TASK_STATES, {"run_pk": row.run_pk})).all()
+        }
+        now = (await conn.execute(sql.NOW)).scalar_one()
+    graph = DagGraph.from_spec(parse_spec(spec_row.spec))
+    facts = ExplainFacts(
+        task_id=task_id,
+        state=TaskState(row.state),
+        run_state=row.run_state,
+        paused=row.paused,
+        pool=row.pool,
+        pool_slots=row.pool_slots,
+        pool_total=row.pool_total,
+        pool_used=int(row.pool_used),
+        dag_active=int(row.dag_active),
+        task_active=int(row.task_active),
+        dag_running_runs=int(row.dag_running_runs),
+        waiting_ahead=int(row.ahead),
+        next_retry_at=row.next_retry_at,
+        now=now,
+        try_number=row.try_number,
+        max_tries=row.max_tries,
+        queue=row.queue,
+        workers_for_queue=int(row.workers),
+    )
+    return facts.state, explain(graph, facts, tasks)
+
+
+def _reach(graph: DagGraph, start: set[str], edges: Callable[[str], frozenset[str]]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        for nxt in edges(todo.pop()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen

@@ -1,0 +1,138 @@
+"""Relaying outbox events to their callbacks: webhooks (HTTP POST of the event as JSON) and Python
+callables (run on a connected worker, with the event as ``params``).
+
+Every registry replica relays; rows are shared with ``SKIP LOCKED`` and a lease. An event with
+several callbacks is retried whole when one fails, so a callback may see an event more than once:
+callbacks must be idempotent (the event carries ``event_id``). A failing event is retried with
+backoff and given up after ``max_attempts`` (``outbox.failed_at``, ``last_error``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import worker_pb2
+from schedd_registry.dispatcher import Dispatcher
+from schedd_rpc import convert
+from schedd_store import outbox
+from schedd_store.outbox import OutboxEvent
+from schedd_store.versions import VersionCache
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_TIMEOUT = 10.0
+CALLBACK_TIMEOUT = 60.0
+LEASE = 120.0
+
+
+class CallbackRelay:
+    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, *, max_attempts: int = 10) -> None:
+        self._engine = engine
+        self._dispatcher = dispatcher
+        self._versions = VersionCache()
+        self._max_attempts = max_attempts
+        self._wake = asyncio.Event()
+        self._waiting: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+        self._ids = itertools.count(1)
+        self._turn = itertools.count()
+        self.delivered = 0
+
+    def wake(self, _payload: str = "") -> None:
+        self._wake.set()
+
+    def callback_done(self, done: worker_pb2.CallbackDone) -> None:
+        future = self._waiting.pop(done.callback_id, None)
+        if future is not None and not future.done():
+            future.set_result((done.ok, done.error))
+
+    async def run(self) -> None:
+        while True:
+            events = await outbox.take_due(self._engine, limit=50, lease=LEASE)
+            if events:
+                await asyncio.gather(*(self._deliver(e) for e in events))
+                continue
+            due = await outbox.seconds_until_due(self._engine)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 60.0 if due is None else max(0.05, min(due, 60.0)))
+            self._wake.clear()
+
+    async def _deliver(self, event: OutboxEvent) -> None:
+        try:
+            callbacks, body = await self._resolve(event)
+            for callback in callbacks:
+                if callback.HasField("webhook_url"):
+                    await asyncio.to_thread(_post, callback.webhook_url, body)
+                else:
+                    await self._run_on_worker(callback.python.target, body)
+        except Exception as exc:
+            delay = min(2.0**event.attempts, 300.0)
+            log.warning("delivering event %d failed (attempt %d): %s", event.id, event.attempts + 1, exc)
+            await outbox.mark_failed(
+                self._engine, event.id, error=str(exc), delay=delay, max_attempts=self._max_attempts
+            )
+            return
+        await outbox.mark_delivered(self._engine, [event.id])
+        self.delivered += 1
+
+    async def _resolve(self, event: OutboxEvent) -> tuple[list[pb.Callback], dict[str, Any]]:
+        if event.dag_version_id is None:
+            return [], {}
+        async with self._engine.connect() as conn:
+            await self._versions.load(conn, [event.dag_version_id])
+        spec = self._versions.spec(event.dag_version_id)
+        kind = event.payload.get("event", "")
+        body = {**event.payload, "event_id": event.id, "run_id": event.run_id}
+        body.pop("run_pk", None)
+        body.pop("ti_id", None)
+        chosen: Sequence[pb.Callback]
+        if event.topic == "task_callback":
+            task = self._versions.task(event.dag_version_id, event.payload["task_id"])
+            chosen = {"success": task.on_success, "failure": task.on_failure, "retry": task.on_retry}.get(
+                kind, []
+            )
+        else:
+            chosen = {"success": spec.on_success, "failure": spec.on_failure}.get(kind, [])
+        return list(chosen), body
+
+    async def _run_on_worker(self, target: str, body: dict[str, Any]) -> None:
+        sessions = [s for s in self._dispatcher.sessions if not s.closed]
+        if not sessions:
+            raise RuntimeError("no worker is connected to run the callback")
+        session = sessions[next(self._turn) % len(sessions)]
+        callback_id = f"cb-{next(self._ids)}"
+        future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        self._waiting[callback_id] = future
+        session.send(
+            worker_pb2.RegistryMessage(
+                run_callback=worker_pb2.RunCallback(
+                    callback_id=callback_id,
+                    python=pb.PythonCallable(target=target),
+                    event=convert.struct(body),
+                )
+            )
+        )
+        try:
+            ok, error = await asyncio.wait_for(future, CALLBACK_TIMEOUT)
+        finally:
+            self._waiting.pop(callback_id, None)
+        if not ok:
+            raise RuntimeError(f"callback {target} failed: {error}")
+
+
+def _post(url: str, body: dict[str, Any]) -> None:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT) as response:
+        if response.status >= 300:
+            raise RuntimeError(f"webhook answered {response.status}")
