@@ -3,7 +3,7 @@
 ``python -m schedd_devstack.run_local`` starts PostgreSQL and etcd with their data in
 ``.schedd/`` under the current directory (kept, so DAGs and runs survive a restart),
 migrates the database, starts the api, the registry, one scheduler and two workers
-(logs in ``.schedd/logs/``), registers every ``examples/*.yaml`` with ``schedctl``,
+(logs in ``.schedd/logs/``), registers every ``examples/*.yaml`` and ``examples/*.py`` with ``schedctl``,
 triggers ``diamond`` and waits for it, and then prints how to use ``schedctl`` against
 the running stack. It keeps running until Ctrl-C or SIGTERM and then stops everything
 it started. Exit status: 0 after a requested stop, 1 when a step fails or a service
@@ -76,10 +76,19 @@ def _ok(message: str) -> None:
     console.print(f"    [green]ok[/green] {message}")
 
 
+#: Pools the example DAGs need, created before they are registered.
+EXAMPLE_POOLS = {"warehouse": 2}
+
+
 def _register_examples(api: str, examples: Path) -> list[str]:
-    files = sorted(examples.glob("*.yaml"))
+    files = sorted(examples.glob("*.yaml")) + sorted(p for p in examples.glob("*.py") if p.name != "__init__.py")
     if not files:
-        raise StepFailed(f"no examples/*.yaml found in {examples.resolve()}")
+        raise StepFailed(f"no examples/*.yaml or *.py found in {examples.resolve()}")
+    # Pools the examples use.
+    for pool, slots in EXAMPLE_POOLS.items():
+        result = _schedctl(api, "pools", "set", pool, str(slots), "--description", "used by the examples")
+        if result.returncode != 0:
+            raise StepFailed(f"creating pool {pool} failed: {(result.stderr or result.stdout).strip()}")
     registered = []
     for path in files:
         result = _schedctl(api, "dags", "register", str(path))

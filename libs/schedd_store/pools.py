@@ -2,11 +2,44 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.errors import InvalidArgument
+from schedd_core.spec import check_id
+from schedd_store import channels
 from schedd_store import statements as sql
 
 
 async def pool_names(engine: AsyncEngine) -> list[str]:
     async with engine.connect() as conn:
         return [r[0] for r in (await conn.execute(sql.LIST_POOL_NAMES)).all()]
+
+
+@dataclass(frozen=True)
+class PoolRecord:
+    name: str
+    slots: int
+    description: str
+    used: int
+    waiting: int
+
+
+async def list_pools(engine: AsyncEngine) -> list[PoolRecord]:
+    async with engine.connect() as conn:
+        rows = (await conn.execute(sql.LIST_POOLS)).all()
+    return [PoolRecord(r.name, r.slots, r.description, int(r.used), int(r.waiting)) for r in rows]
+
+
+async def set_pool(engine: AsyncEngine, name: str, slots: int, description: str) -> PoolRecord:
+    """Create the pool or change its size; runs waiting for it are evaluated again."""
+    check_id("pool", name)
+    if slots < 0:
+        raise InvalidArgument("slots", "must not be negative")
+    async with engine.begin() as conn:
+        await conn.execute(sql.SET_POOL, {"name": name, "slots": slots, "description": description})
+        runs = [r[0] for r in (await conn.execute(sql.RUNS_WAITING_IN_POOL, {"name": name})).all()]
+        for payload in channels.encode_ids(runs):
+            await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
+    return next(p for p in await list_pools(engine) if p.name == name)

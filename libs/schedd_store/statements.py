@@ -595,3 +595,21 @@ SECONDS_UNTIL_OUTBOX_DUE = _sql(
     "SELECT EXTRACT(EPOCH FROM min(next_attempt_at) - now()) FROM outbox "
     "WHERE delivered_at IS NULL AND failed_at IS NULL"
 )
+
+LIST_POOLS = _sql(
+    "SELECT p.name, p.slots, p.description, "
+    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
+    "  AND t.pool = p.name), 0) AS used, "
+    "(SELECT count(*) FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name) AS waiting "
+    "FROM pools p ORDER BY p.name"
+)
+
+SET_POOL = _sql(
+    "INSERT INTO pools (name, slots, description) VALUES (:name, :slots, :description) "
+    "ON CONFLICT (name) DO UPDATE SET slots = EXCLUDED.slots, description = EXCLUDED.description"
+)
+
+#: Runs with task instances waiting in a pool: evaluated again when the pool grows.
+RUNS_WAITING_IN_POOL = _sql(
+    "SELECT DISTINCT run_pk FROM task_instances WHERE state = 'scheduled' AND pool = :name"
+)

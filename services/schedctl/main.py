@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from schedctl import output
 from schedctl.client import ApiClient
-from schedctl.specfile import SpecFileError, load_spec
+from schedctl.specfile import SpecFileError, load_specs
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 from schedd_rpc import convert
@@ -46,6 +46,8 @@ runs_app = typer.Typer(help="Trigger and inspect DAG runs.", no_args_is_help=Tru
 app.add_typer(dags_app, name="dags")
 workers_app = typer.Typer(help="Inspect and drain workers.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Inspect task instances.", no_args_is_help=True)
+pools_app = typer.Typer(help="List and size pools.", no_args_is_help=True)
+app.add_typer(pools_app, name="pools")
 app.add_typer(runs_app, name="runs")
 app.add_typer(workers_app, name="workers")
 app.add_typer(tasks_app, name="tasks")
@@ -97,24 +99,29 @@ def show(message: object, table: object) -> None:
 
 @dags_app.command("register")
 def dags_register(
-    path: Annotated[Path, typer.Argument(help="DAG spec file (YAML or JSON)")],
+    path: Annotated[Path, typer.Argument(help="a DAG file: Python (every DAG in it), YAML or JSON")],
     output_format: OutputOption = None,
 ) -> None:
-    """Register a DAG from a spec file. An unchanged spec makes no new version."""
+    """Register DAGs from a file. An unchanged spec makes no new version.
+
+    A Python file is imported here, on the client, to build the specs; the scheduler never
+    imports user code.
+    """
     use_format(output_format)
     try:
-        spec = load_spec(path)
+        specs = load_specs(path)
     except SpecFileError as exc:
         fail(EXIT_REJECTED, str(exc))
-    resp = call(
-        state.client.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, request_id=str(uuid.uuid4()))
-    )
-    assert isinstance(resp, api_pb2.RegisterDagResponse)
-    if state.format is Format.json:
-        print(output.as_json(resp))
-    else:
-        verb = "registered new version" if resp.created_version else "unchanged, version"
-        output.console.print(f"dag [bold]{resp.dag.dag_id}[/bold]: {verb} {resp.version.version_hash}")
+    for spec in specs:
+        resp = call(
+            state.client.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, request_id=str(uuid.uuid4()))
+        )
+        assert isinstance(resp, api_pb2.RegisterDagResponse)
+        if state.format is Format.json:
+            print(output.as_json(resp))
+        else:
+            verb = "registered new version" if resp.created_version else "unchanged, version"
+            output.console.print(f"dag [bold]{resp.dag.dag_id}[/bold]: {verb} {resp.version.version_hash}")
 
 
 @dags_app.command("list")
@@ -390,6 +397,31 @@ def explain(
     lines = [f"{task_id}: {output.state_name(pb.TaskState, resp.state, 'TASK_STATE_')}"]
     lines += [f"  - {r}" for r in resp.reasons]
     show(resp, "\n".join(lines))
+
+
+@pools_app.command("list")
+def pools_list(output_format: OutputOption = None) -> None:
+    """List pools with their size, the slots in use and the task instances waiting."""
+    use_format(output_format)
+    resp = call(state.client.pools.ListPools, api_pb2.ListPoolsRequest())
+    assert isinstance(resp, api_pb2.ListPoolsResponse)
+    show(list(resp.pools), output.pools_table(list(resp.pools)))
+
+
+@pools_app.command("set")
+def pools_set(
+    pool: Annotated[str, typer.Argument(help="the pool's name")],
+    slots: Annotated[int, typer.Argument(help="how many slots")],
+    description: Annotated[str, typer.Option(help="what the pool is for")] = "",
+    output_format: OutputOption = None,
+) -> None:
+    """Create a pool or change its size."""
+    use_format(output_format)
+    resp = call(
+        state.client.pools.SetPool, api_pb2.SetPoolRequest(pool=pool, slots=slots, description=description)
+    )
+    assert isinstance(resp, api_pb2.Pool)
+    show(resp, f"pool {resp.pool}: {resp.slots} slots")
 
 
 @app.command("leader")

@@ -126,3 +126,10 @@ def workers_table(workers: list[api_pb2.Worker]) -> Table:
             _time(w.last_seen_time),
         )
     return table
+
+
+def pools_table(pools: list[api_pb2.Pool]) -> Table:
+    table = Table("POOL", "SLOTS", "USED", "WAITING", "DESCRIPTION")
+    for p in pools:
+        table.add_row(p.pool, str(p.slots), str(p.used), str(p.waiting), p.description)
+    return table

@@ -9,7 +9,7 @@ import typer
 
 from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd_api.config import ApiConfig
-from schedd_api.servicer import ClusterServicer, DagServicer, RunServicer, WorkerServicer
+from schedd_api.servicer import ClusterServicer, DagServicer, PoolServicer, RunServicer, WorkerServicer
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import SystemClock
 from schedd_rpc.server import make_server, set_serving, stop_signals
@@ -22,6 +22,7 @@ SERVICES = [
     api_pb2.DESCRIPTOR.services_by_name["RunService"].full_name,
     api_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
     api_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name,
+    api_pb2.DESCRIPTOR.services_by_name["PoolService"].full_name,
 ]
 
 
@@ -35,6 +36,7 @@ async def serve(config: ApiConfig) -> None:
         api_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(engine, clock), server)
         api_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(engine, etcd), server)
         api_pb2_grpc.add_WorkerServiceServicer_to_server(WorkerServicer(engine), server)
+        api_pb2_grpc.add_PoolServiceServicer_to_server(PoolServicer(engine), server)
 
     server, health = make_server(config.listen, SERVICES, register)
     stop = stop_signals()

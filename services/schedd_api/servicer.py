@@ -17,6 +17,7 @@ from schedd_rpc.errors import translate_errors
 from schedd_store import control
 from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
+from schedd_store import pools as pool_store
 from schedd_store import runs as run_store
 from schedd_store import workers as worker_store
 
@@ -209,6 +210,27 @@ class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
     ) -> api_pb2.Worker:
         worker_id = names.parse_worker_name(request.name)
         return translate.worker(await worker_store.request_drain(self._engine, worker_id))
+
+
+class PoolServicer(api_pb2_grpc.PoolServiceServicer):
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @translate_errors
+    async def ListPools(
+        self, request: api_pb2.ListPoolsRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ListPoolsResponse:
+        return api_pb2.ListPoolsResponse(
+            pools=[translate.pool(p) for p in await pool_store.list_pools(self._engine)]
+        )
+
+    @translate_errors
+    async def SetPool(
+        self, request: api_pb2.SetPoolRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.Pool:
+        return translate.pool(
+            await pool_store.set_pool(self._engine, request.pool, request.slots, request.description)
+        )
 
 
 class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):

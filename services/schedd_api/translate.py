@@ -8,6 +8,7 @@ from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 from schedd_coord.election import LeaderInfo
 from schedd_rpc import convert, names
+from schedd_store.pools import PoolRecord
 from schedd_store.records import DagRecord, RunRecord, TaskInstanceRecord
 from schedd_store.workers import WorkerRecord
 
@@ -88,4 +89,15 @@ def worker(record: WorkerRecord) -> api_pb2.Worker:
         registry=record.registry,
         register_time=convert.ts(record.registered_at),
         last_seen_time=convert.ts(record.last_seen_at),
+    )
+
+
+def pool(record: PoolRecord) -> api_pb2.Pool:
+    return api_pb2.Pool(
+        name=f"pools/{record.name}",
+        pool=record.name,
+        slots=record.slots,
+        description=record.description,
+        used=record.used,
+        waiting=record.waiting,
     )

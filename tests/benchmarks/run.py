@@ -112,8 +112,10 @@ async def add_idle_load(database_url: str, dags: int, finished: int) -> None:
                        SELECT 'idle_1', 'old_' || g, (SELECT latest_version_id FROM dags WHERE dag_id = 'idle_1'),
                               'manual', 'success', now() - g * interval '1 hour', now(), now()
                        FROM generate_series(1, $1) g RETURNING id)
-            INSERT INTO task_instances (run_pk, task_id, state, try_number, started_at, ended_at)
-            SELECT r.id, 't' || t, 'success', 1, now(), now() FROM r, generate_series(1, 100) t""", runs)
+            INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, try_number, started_at,
+                                        ended_at)
+            SELECT r.id, 'idle_1', now(), 't' || t, 'success', 1, now(), now()
+            FROM r, generate_series(1, 100) t""", runs)
         await conn.execute("ANALYZE")
     finally:
         await conn.close()

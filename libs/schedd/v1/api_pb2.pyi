@@ -22,6 +22,103 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class Pool(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    SLOTS_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    USED_FIELD_NUMBER: _builtins.int
+    WAITING_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`pools/{name}`"""
+    pool: _builtins.str
+    slots: _builtins.int
+    description: _builtins.str
+    used: _builtins.int
+    """Slots taken by queued and running task instances."""
+    waiting: _builtins.int
+    """Task instances waiting for a slot."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        pool: _builtins.str = ...,
+        slots: _builtins.int = ...,
+        description: _builtins.str = ...,
+        used: _builtins.int = ...,
+        waiting: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "pool", b"pool", "slots", b"slots", "used", b"used", "waiting", b"waiting"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Pool: _TypeAlias = Pool  # noqa: Y015
+
+@_typing.final
+class ListPoolsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPoolsRequest: _TypeAlias = ListPoolsRequest  # noqa: Y015
+
+@_typing.final
+class ListPoolsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pools(self) -> _containers.RepeatedCompositeFieldContainer[Global___Pool]: ...
+    def __init__(
+        self,
+        *,
+        pools: _abc.Iterable[Global___Pool] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pools", b"pools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPoolsResponse: _TypeAlias = ListPoolsResponse  # noqa: Y015
+
+@_typing.final
+class SetPoolRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOL_FIELD_NUMBER: _builtins.int
+    SLOTS_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    pool: _builtins.str
+    slots: _builtins.int
+    description: _builtins.str
+    def __init__(
+        self,
+        *,
+        pool: _builtins.str = ...,
+        slots: _builtins.int = ...,
+        description: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "pool", b"pool", "slots", b"slots"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetPoolRequest: _TypeAlias = SetPoolRequest  # noqa: Y015
+
+@_typing.final
 class Worker(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -657,6 +657,125 @@ class RunService:
             _registered_method=True)
 
 
+class PoolServiceStub:
+    """Pools: named slot counts that cap how many task instances run at once.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListPools = channel.unary_unary(
+                '/schedd.v1.PoolService/ListPools',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListPoolsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListPoolsResponse.FromString,
+                _registered_method=True)
+        self.SetPool = channel.unary_unary(
+                '/schedd.v1.PoolService/SetPool',
+                request_serializer=schedd_dot_v1_dot_api__pb2.SetPoolRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.Pool.FromString,
+                _registered_method=True)
+
+
+class PoolServiceServicer:
+    """Pools: named slot counts that cap how many task instances run at once.
+    """
+
+    def ListPools(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPool(self, request, context):
+        """Creates the pool or changes its size.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_PoolServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListPools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPools,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListPoolsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListPoolsResponse.SerializeToString,
+            ),
+            'SetPool': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPool,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.SetPoolRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.Pool.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.PoolService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.PoolService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class PoolService:
+    """Pools: named slot counts that cap how many task instances run at once.
+    """
+
+    @staticmethod
+    def ListPools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.PoolService/ListPools',
+            schedd_dot_v1_dot_api__pb2.ListPoolsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListPoolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.PoolService/SetPool',
+            schedd_dot_v1_dot_api__pb2.SetPoolRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.Pool.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class WorkerServiceStub:
     """The workers connected to the registries.
     """

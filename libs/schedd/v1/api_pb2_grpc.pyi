@@ -206,6 +206,46 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
 
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
+class PoolServiceStub:
+    """Pools: named slot counts that cap how many task instances run at once."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> PoolServiceAsyncStub: ...
+    ListPools: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListPoolsRequest, _api_pb2.ListPoolsResponse]
+    SetPool: _grpc.UnaryUnaryMultiCallable[_api_pb2.SetPoolRequest, _api_pb2.Pool]
+    """Creates the pool or changes its size."""
+
+@_typing.type_check_only
+class PoolServiceAsyncStub(PoolServiceStub):
+    """Pools: named slot counts that cap how many task instances run at once."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    ListPools: _aio.UnaryUnaryMultiCallable[_api_pb2.ListPoolsRequest, _api_pb2.ListPoolsResponse]  # type: ignore[assignment]
+    SetPool: _aio.UnaryUnaryMultiCallable[_api_pb2.SetPoolRequest, _api_pb2.Pool]  # type: ignore[assignment]
+    """Creates the pool or changes its size."""
+
+class PoolServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Pools: named slot counts that cap how many task instances run at once."""
+
+    @_abc_1.abstractmethod
+    def ListPools(
+        self,
+        request: _api_pb2.ListPoolsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListPoolsResponse, _abc.Awaitable[_api_pb2.ListPoolsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def SetPool(
+        self,
+        request: _api_pb2.SetPoolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.Pool, _abc.Awaitable[_api_pb2.Pool]]:
+        """Creates the pool or changes its size."""
+
+def add_PoolServiceServicer_to_server(servicer: PoolServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
 class WorkerServiceStub:
     """The workers connected to the registries."""
 
