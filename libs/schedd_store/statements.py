@@ -136,9 +136,9 @@ INSERT_TASK_INSTANCES = _sql(
     "CASE WHEN r.state IN ('skipped', 'upstream_failed') THEN now() END, :token "
     "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:states AS text[]), "
     "CAST(:max_tries AS int[]), CAST(:weights AS int[]), CAST(:pools AS text[]), CAST(:slots AS int[]), "
-    "CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) "
-    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch, events) "
-    "JOIN dag_runs run ON run.id = r.run_pk "
+    "CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) WITH ORDINALITY "
+    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch, events, n) "
+    "JOIN dag_runs run ON run.id = r.run_pk ORDER BY r.n "
     "RETURNING id, queue, state"
 )
 

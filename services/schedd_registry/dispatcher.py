@@ -42,6 +42,7 @@ class Dispatcher:
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
         self.claimed_total = 0
+        self._turn = 0
 
     def attach(self, session: WorkerSession) -> None:
         self._sessions[session.worker_id] = session
@@ -82,7 +83,10 @@ class Dispatcher:
     async def _round(self) -> bool:
         """Claim for every worker with credits. Returns whether work may remain."""
         more = False
-        for session in list(self._sessions.values()):
+        sessions = list(self._sessions.values())
+        # Start with a different worker each round, so work spreads over the workers.
+        self._turn = (self._turn + 1) % max(len(sessions), 1)
+        for session in sessions[self._turn:] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
             limit = min(session.credits, self._claim_batch)
