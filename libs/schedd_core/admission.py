@@ -52,17 +52,17 @@ def admit(candidates: Iterable[Candidate], capacity: Capacity) -> list[Candidate
     for c in sorted(candidates, key=Candidate.sort_key):
         if c.pool in blocked:
             continue
-        total = capacity.pool_slots.get(c.pool, 0)
-        if c.pool_slots > total:
-            continue  # can never fit
-        if c.pool_slots > total - capacity.pool_used.get(c.pool, 0):
-            blocked.add(c.pool)  # keep the freed slots for this candidate
-            continue
         dag_limit = capacity.dag_tasks.get(c.dag_id)
         if dag_limit is not None and dag_limit[1] >= dag_limit[0]:
             continue
         task_limit = capacity.task_instances.get((c.dag_id, c.task_id))
         if task_limit is not None and task_limit[1] >= task_limit[0]:
+            continue
+        total = capacity.pool_slots.get(c.pool, 0)
+        if c.pool_slots > total:
+            continue  # can never fit
+        if c.pool_slots > total - capacity.pool_used.get(c.pool, 0):
+            blocked.add(c.pool)  # keep the freed slots for this candidate
             continue
         admitted.append(c)
         capacity.pool_used[c.pool] = capacity.pool_used.get(c.pool, 0) + c.pool_slots

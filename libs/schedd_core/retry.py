@@ -46,7 +46,8 @@ def retry_delay(policy: RetryPolicy, failed_try: int, jitter: float) -> float:
         raise ValueError(f"jitter must be in [0, 1), got {jitter}")
     if not policy.exponential:
         return min(policy.delay, policy.max_delay) if policy.max_delay else policy.delay
-    base = policy.delay * float(2 ** max(failed_try - 1, 0))
+    # The exponent is bounded so that thousands of retries cannot overflow; the cap applies anyway.
+    base = policy.delay * 2.0 ** min(max(failed_try - 1, 0), 60)
     if policy.max_delay:
         base = min(base, policy.max_delay)
     return base * (1.0 - JITTER_SPAN + JITTER_SPAN * jitter)

@@ -81,7 +81,9 @@ EXAMPLE_POOLS = {"warehouse": 2}
 
 
 def _register_examples(api: str, examples: Path) -> list[str]:
-    files = sorted(examples.glob("*.yaml")) + sorted(p for p in examples.glob("*.py") if p.name != "__init__.py")
+    files = sorted(examples.glob("*.yaml")) + sorted(
+        p for p in examples.glob("*.py") if p.name != "__init__.py"
+    )
     if not files:
         raise StepFailed(f"no examples/*.yaml or *.py found in {examples.resolve()}")
     # Pools the examples use.

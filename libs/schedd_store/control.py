@@ -87,7 +87,10 @@ async def cancel_run(engine: AsyncEngine, dag_id: str, run_id: str) -> None:
         await conn.execute(
             sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.FAILED)}
         )
-        await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+        # Queued runs of the DAG may start now (max_active_runs).
+        waiting = [r[0] for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": [dag_id]})).all()]
+        for payload in channels.encode_ids([run.pk, *waiting]):
+            await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
 
 
 async def clear(
@@ -160,6 +163,23 @@ async def set_state(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str,
             ).first()
             if row is None:
                 raise FailedPrecondition(f"task {task_id!r} cannot be marked {state.value} from {ti.state}")
+        if state is TaskState.SUCCESS:
+            # As in Airflow: tasks downstream that gave up because of this one are evaluated again.
+            below = _reach(run.graph, {task_id}, lambda n: run.graph.nodes[n].downstream)
+            again = [
+                run.tasks[t]
+                for t in sorted(below)
+                if t in run.tasks and run.tasks[t].state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
+            ]
+            if again:
+                await conn.execute(
+                    sql.CLEAR_TASK_INSTANCES,
+                    {
+                        "ids": [t.id for t in again],
+                        "tries": [run.graph.nodes[t.task_id].max_tries for t in again],
+                        "allowed_from": allowed_task_sources(TaskState.NONE),
+                    },
+                )
         await conn.execute(
             sql.REOPEN_RUN, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.RUNNING)}
         )
@@ -174,10 +194,7 @@ async def explain_task(
             await conn.execute(sql.EXPLAIN_TASK, {"dag_id": dag_id, "run_id": run_id, "task_id": task_id})
         ).first()
         if row is None:
-            run = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
-            if run is None:
-                raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
-            return TaskState.NONE, ["its run has not been scheduled yet (the run is queued)"]
+            return await _explain_without_instance(conn, dag_id, run_id, task_id)
         spec_row = (await conn.execute(sql.GET_VERSION_SPECS, {"ids": [row.dag_version_id]})).one()
         tasks = {
             t.task_id: TaskSnapshot(TaskState(t.state))
@@ -206,6 +223,28 @@ async def explain_task(
         workers_for_queue=int(row.workers),
     )
     return facts.state, explain(graph, facts, tasks)
+
+
+async def _explain_without_instance(
+    conn: AsyncConnection, dag_id: str, run_id: str, task_id: str
+) -> tuple[TaskState, list[str]]:
+    """The task has no task instance yet: its run has not been planned (queued, or paused)."""
+    run = (await conn.execute(sql.READ_RUN_WITH_SPEC, {"dag_id": dag_id, "run_id": run_id})).first()
+    if run is None:
+        raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
+    graph = DagGraph.from_spec(parse_spec(run.spec))
+    if task_id not in graph.nodes:
+        raise NotFound(f"dag {dag_id!r} has no task {task_id!r}")
+    if run.paused:
+        return TaskState.NONE, ["its DAG is paused"]
+    if run.state == RunState.QUEUED and graph.max_active_runs:
+        running = (await conn.execute(sql.RUNNING_RUNS_OF_DAGS, {"dag_ids": [dag_id]})).first()
+        count = int(running.running) if running else 0
+        return TaskState.NONE, [
+            f"its run waits to start: {count} of max_active_runs={graph.max_active_runs} runs of the DAG "
+            "are running"
+        ]
+    return TaskState.NONE, [f"its run is {run.state} and has not been planned yet"]
 
 
 def _reach(graph: DagGraph, start: set[str], edges: Callable[[str], frozenset[str]]) -> set[str]:

@@ -51,8 +51,8 @@ class PassOutcome:
     queued: int = 0
     #: DAGs with a run that finished in the pass: their queued runs may start now.
     finished_dags: set[str] = field(default_factory=set)
-    #: Runs that set a retry time in the pass: the retry timer must look again.
-    retries_scheduled: bool = False
+    #: The pass set a retry time or started a run with a timeout: the deadline timer must look again.
+    deadlines_changed: bool = False
 
 
 async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
@@ -152,8 +152,10 @@ async def apply_plans(
                 )
             )
 
-    admitted = await _admit(conn, ready, graphs_by_dag, graph_of, load_graphs) if ready else _Admitted()
-    admitted_keys = {c.ti_id for c in admitted.candidates}
+    # Every pass admits, even with nothing newly ready: the runs it evaluates may have freed pool slots
+    # or limits that task instances of other runs wait for.
+    admitted = await _admit(conn, ready, graphs_by_dag, graph_of, load_graphs)
+    admitted_keys = {c.ti_id for c in admitted}
 
     creates: dict[str, list[object]] = {
         k: []
@@ -170,7 +172,7 @@ async def apply_plans(
             "events",
         )
     }
-    to_queue: list[int] = [c.ti_id for c in admitted.candidates if c.ti_id > 0]
+    to_queue: list[int] = [c.ti_id for c in admitted if c.ti_id > 0]
     to_schedule: list[int] = [
         r.candidate.ti_id
         for r in ready
@@ -217,6 +219,8 @@ async def apply_plans(
             retry_delays.append(retry_delay(graph.nodes[tid].retry, failed_try, rng.random()))
         if run.state == RunState.QUEUED:
             started.append(run.pk)
+            if graph.run_timeout:
+                outcome.deadlines_changed = True
         if plan.run_state is not None:
             finished.append((run.pk, plan.run_state))
             outcome.finished_dags.add(run.dag_id)
@@ -275,7 +279,7 @@ async def apply_plans(
         _expect("fail", to_fail, rows)
     if retry_ids:
         await conn.execute(sql.SET_RETRY_TIMES, {"ids": retry_ids, "delays": retry_delays, "token": token})
-        outcome.retries_scheduled = True
+        outcome.deadlines_changed = True
     if started:
         await conn.execute(sql.START_RUNS, {"run_pks": started, "token": token})
     for pk, run_state in finished:
@@ -310,18 +314,13 @@ async def apply_plans(
     return outcome
 
 
-@dataclass
-class _Admitted:
-    candidates: list[Candidate] = field(default_factory=list)
-
-
 async def _admit(
     conn: AsyncConnection,
     ready: list[_Ready],
     graphs_by_dag: dict[str, DagGraph],
     graph_of: Callable[[int], DagGraph] | None,
     load_graphs: Callable[[AsyncConnection, set[int]], Any] | None,
-) -> _Admitted:
+) -> list[Candidate]:
     """Decide which ready task instances queue now. Task instances already waiting in the same pools
     (from any run) compete in the same order, so the oldest and most important go first."""
     pools = sorted({r.candidate.pool for r in ready})
@@ -407,7 +406,7 @@ async def _admit(
         ).all()
         active2 = {(r.dag_id, r.task_id): int(r.active) for r in rows2}
         capacity.task_instances = {k: (limit, active2.get(k, 0)) for k, limit in task_limits.items()}
-    return _Admitted(admit(candidates, capacity))
+    return admit(candidates, capacity)
 
 
 def _expect(action: str, ids: list[int], rows: Sequence[object]) -> None:

@@ -490,6 +490,11 @@ LOCK_RUN = _sql(
     "WHERE r.dag_id = :dag_id AND r.run_id = :run_id FOR UPDATE OF r"
 )
 
+READ_RUN_WITH_SPEC = _sql(
+    "SELECT r.id, r.state, v.spec, d.paused FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "JOIN dags d ON d.dag_id = r.dag_id WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
+)
+
 RUN_TASK_STATES = _sql(
     "SELECT id, task_id, state, worker_id, attempt_id FROM task_instances WHERE run_pk = :run_pk"
 )

@@ -86,7 +86,7 @@ class Dispatcher:
         sessions = list(self._sessions.values())
         # Start with a different worker each round, so work spreads over the workers.
         self._turn = (self._turn + 1) % max(len(sessions), 1)
-        for session in sessions[self._turn:] + sessions[: self._turn]:
+        for session in sessions[self._turn :] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
             limit = min(session.credits, self._claim_batch)

@@ -124,7 +124,7 @@ class Replica:
             max_lost=self._config.max_lost_attempts,
         )
         timer = DeadlineTimer(self._engine, self._pending, self._versions)
-        loop.on_retries_scheduled = timer.poke
+        loop.on_deadlines_changed = timer.poke
         work = asyncio.create_task(self._leader_work(loop, self._sweeper, timer), name="leader-work")
         timing = asyncio.create_task(self._record_failover(loop))
         try:

@@ -48,8 +48,8 @@ class SchedulingLoop:
         self.first_pass_done = asyncio.Event()
         self._retry_delay = 0.05
         self.passes = 0
-        #: Called after a pass that set retry times, so the retry timer looks again.
-        self.on_retries_scheduled: Callable[[], None] | None = None
+        #: Called after a pass that set a retry time or started a run with a timeout.
+        self.on_deadlines_changed: Callable[[], None] | None = None
 
     def stop(self) -> None:
         """Finish the current pass, then return from :meth:`run`."""
@@ -102,8 +102,8 @@ class SchedulingLoop:
             return 0
         self._retry_delay = 0.05
         self._pending.add(wake)
-        if outcome.retries_scheduled and self.on_retries_scheduled is not None:
-            self.on_retries_scheduled()
+        if outcome.deadlines_changed and self.on_deadlines_changed is not None:
+            self.on_deadlines_changed()
         self.passes += 1
         if self._metrics is not None:
             self._metrics.passes.inc()
