@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -42,7 +43,10 @@ FAST_LEASE = {"SCHEDD_LEASE_TTL": "2", "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_R
 def schedctl(cluster: Cluster, *args: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "schedctl.main", "--api", cluster.api_address, *args],
-        capture_output=True, text=True, check=False, timeout=600,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     if result.returncode != 0:
         raise RuntimeError(f"schedctl {' '.join(args)} failed: {result.stdout}{result.stderr}")
@@ -56,12 +60,18 @@ def register(cluster: Cluster, spec: dict[str, Any], workdir: Path) -> None:
 
 
 def fan_out_spec(n: int) -> dict[str, Any]:
-    return {"dag_id": "fanout", "tasks": [{"task_id": f"t{i:04d}", "python": {"target": NOOP}} for i in range(n)]}
+    return {
+        "dag_id": "fanout",
+        "tasks": [{"task_id": f"t{i:04d}", "python": {"target": NOOP}} for i in range(n)],
+    }
 
 
 def chain_spec(n: int) -> dict[str, Any]:
     tasks: list[dict[str, Any]] = [{"task_id": "t000", "python": {"target": NOOP}}]
-    tasks += [{"task_id": f"t{i:03d}", "upstream": [f"t{i - 1:03d}"], "python": {"target": NOOP}} for i in range(1, n)]
+    tasks += [
+        {"task_id": f"t{i:03d}", "upstream": [f"t{i - 1:03d}"], "python": {"target": NOOP}}
+        for i in range(1, n)
+    ]
     return {"dag_id": "chain", "tasks": tasks}
 
 
@@ -79,43 +89,70 @@ def measure_fan_out(cluster: Cluster, workdir: Path, n: int, runs: int) -> dict[
     rates = []
     for i in range(runs):
         schedctl(cluster, "runs", "trigger", "fanout", "--run-id", f"f{i}", "--wait", "--wait-timeout", "600")
-        (row,) = fetch(cluster, "SELECT extract(epoch FROM ended_at - created_at) AS seconds FROM dag_runs "
-                                "WHERE dag_id = 'fanout' AND run_id = $1", f"f{i}")
+        (row,) = fetch(
+            cluster,
+            "SELECT extract(epoch FROM ended_at - created_at) AS seconds FROM dag_runs "
+            "WHERE dag_id = 'fanout' AND run_id = $1",
+            f"f{i}",
+        )
         rates.append(n / float(row["seconds"]))
-    return {"tasks": n, "runs": runs, "tasks_per_s_best": max(rates), "tasks_per_s_median": statistics.median(rates)}
+    return {
+        "tasks": n,
+        "runs": runs,
+        "tasks_per_s_best": max(rates),
+        "tasks_per_s_median": statistics.median(rates),
+    }
 
 
 def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> dict[str, Any]:
     register(cluster, chain_spec(links + 1), workdir)
     schedctl(cluster, "runs", "trigger", "chain", "--run-id", label, "--wait", "--wait-timeout", "600")
-    rows = fetch(cluster, "SELECT ti.task_id, a.started_at, a.ended_at FROM task_instances ti "
-                          "JOIN dag_runs r ON r.id = ti.run_pk JOIN task_attempts a ON a.attempt_id = ti.attempt_id "
-                          "WHERE r.dag_id = 'chain' AND r.run_id = $1 ORDER BY ti.task_id", label)
-    gaps = [(b["started_at"] - a["ended_at"]).total_seconds() * 1000 for a, b in zip(rows, rows[1:], strict=False)]
-    return {"links": len(gaps), "gap_ms_median": statistics.median(gaps), "gap_ms_p99": percentile(gaps, 99),
-            "gap_ms_max": max(gaps)}
+    rows = fetch(
+        cluster,
+        "SELECT ti.task_id, a.started_at, a.ended_at FROM task_instances ti "
+        "JOIN dag_runs r ON r.id = ti.run_pk JOIN task_attempts a ON a.attempt_id = ti.attempt_id "
+        "WHERE r.dag_id = 'chain' AND r.run_id = $1 ORDER BY ti.task_id",
+        label,
+    )
+    gaps = [(b["started_at"] - a["ended_at"]).total_seconds() * 1000 for a, b in itertools.pairwise(rows)]
+    return {
+        "links": len(gaps),
+        "gap_ms_median": statistics.median(gaps),
+        "gap_ms_p99": percentile(gaps, 99),
+        "gap_ms_max": max(gaps),
+    }
 
 
 async def add_idle_load(database_url: str, dags: int, finished: int) -> None:
     """Register ``dags`` idle DAGs and ``finished`` finished task instances, straight into the store."""
     conn = await asyncpg.connect(asyncpg_dsn(database_url))
     try:
-        await conn.execute("INSERT INTO dags (dag_id) SELECT 'idle_' || g FROM generate_series(1, $1) g", dags)
-        await conn.execute("INSERT INTO dag_versions (dag_id, version_hash, spec) "
-                           "SELECT dag_id, 'v1', '\\x'::bytea FROM dags WHERE dag_id LIKE 'idle\\_%'")
-        await conn.execute("UPDATE dags SET latest_version_id = v.id FROM dag_versions v "
-                           "WHERE v.dag_id = dags.dag_id AND dags.dag_id LIKE 'idle\\_%'")
+        await conn.execute(
+            "INSERT INTO dags (dag_id) SELECT 'idle_' || g FROM generate_series(1, $1) g", dags
+        )
+        await conn.execute(
+            "INSERT INTO dag_versions (dag_id, version_hash, spec) "
+            "SELECT dag_id, 'v1', '\\x'::bytea FROM dags WHERE dag_id LIKE 'idle\\_%'"
+        )
+        await conn.execute(
+            "UPDATE dags SET latest_version_id = v.id FROM dag_versions v "
+            "WHERE v.dag_id = dags.dag_id AND dags.dag_id LIKE 'idle\\_%'"
+        )
         runs = max(1, finished // 100)
-        await conn.execute("""
+        await conn.execute(
+            """
             WITH r AS (INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date,
                                              started_at, ended_at)
-                       SELECT 'idle_1', 'old_' || g, (SELECT latest_version_id FROM dags WHERE dag_id = 'idle_1'),
+                       SELECT 'idle_1', 'old_' || g,
+                              (SELECT latest_version_id FROM dags WHERE dag_id = 'idle_1'),
                               'manual', 'success', now() - g * interval '1 hour', now(), now()
                        FROM generate_series(1, $1) g RETURNING id)
             INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, try_number, started_at,
                                         ended_at)
             SELECT r.id, 'idle_1', now(), 't' || t, 'success', 1, now(), now()
-            FROM r, generate_series(1, 100) t""", runs)
+            FROM r, generate_series(1, 100) t""",
+            runs,
+        )
         await conn.execute("ANALYZE")
     finally:
         await conn.close()
@@ -136,8 +173,11 @@ def measure_failover(cluster: Cluster, signal_name: str, workdir: Path) -> float
     new_token, _ = cluster.wait_for_leader(above=token, timeout=60)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        rows = fetch(cluster, "SELECT extract(epoch FROM min(committed_at)) AS t FROM scheduler_passes "
-                              "WHERE token = $1", new_token)
+        rows = fetch(
+            cluster,
+            "SELECT extract(epoch FROM min(committed_at)) AS t FROM scheduler_passes WHERE token = $1",
+            new_token,
+        )
         if rows and rows[0]["t"] is not None:
             cluster.add_scheduler()  # a standby for the next measurement
             return float(rows[0]["t"]) - sent
@@ -202,7 +242,9 @@ def section(name: str, fn: Callable[[], dict[str, Any] | float], results: dict[s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--fan-out", type=int, default=1000)
     parser.add_argument("--links", type=int, default=100)
     parser.add_argument("--out", default="bench-results.json")
@@ -212,13 +254,18 @@ def main() -> None:
     with DevStack(durable=True) as stack:
         env = stack.env()
         url, etcd = env["SCHEDD_DATABASE_URL"], env["SCHEDD_ETCD_ENDPOINTS"]
-        with Cluster(url, etcd, workdir / "fanout", workers=4, worker_capacity=8, service_env=FAST_LEASE) as c:
+        with Cluster(
+            url, etcd, workdir / "fanout", workers=4, worker_capacity=8, service_env=FAST_LEASE
+        ) as c:
             section("fan_out", lambda: measure_fan_out(c, workdir, args.fan_out, runs=3), results)
             section("chain", lambda: measure_chain(c, workdir, args.links, "plain"), results)
             section("chain_again", lambda: measure_chain(c, workdir, args.links, "again"), results)
             asyncio.run(add_idle_load(url, dags=1000, finished=10_000))
-            section("chain_with_1000_idle_dags_10000_finished_tis",
-                    lambda: measure_chain(c, workdir, args.links, "loaded"), results)
+            section(
+                "chain_with_1000_idle_dags_10000_finished_tis",
+                lambda: measure_chain(c, workdir, args.links, "loaded"),
+                results,
+            )
         with Cluster(url, etcd, workdir / "failover", schedulers=2, workers=2, service_env=FAST_LEASE) as c:
             section("failover_kill9_seconds", lambda: measure_failover(c, "kill", workdir), results)
             section("failover_sigterm_seconds", lambda: measure_failover(c, "term", workdir), results)
