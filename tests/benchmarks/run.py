@@ -272,6 +272,7 @@ def main() -> None:
         with Cluster(url, etcd, workdir / "footprint", schedulers=1, workers=2, service_env=FAST_LEASE) as c:
             register(c, chain_spec(3), workdir)
             schedctl(c, "runs", "trigger", "chain", "--run-id", "warm", "--wait")
+            time.sleep(5.0)  # let start-up and the warm-up run settle before measuring "idle"
             section("footprint", lambda: measure_footprint(c, idle_seconds=10.0), results)
     Path(args.out).write_text(json.dumps(results, indent=2, default=str))
     print(f"written to {args.out}")
