@@ -1,26 +1,25 @@
-"""Tie a child process's life to its parent's: on Linux the child gets SIGKILL when the parent
+"""Tie a task process's life to its worker's: on Linux the process gets SIGKILL when the worker
 dies, even by SIGKILL, so an attempt never outlives a crashed worker and overlaps its retry.
 
+The death signal is set by ``setpriv --pdeathsig KILL`` (util-linux), which then execs the
+command in the same process. No Python code runs between fork and exec: running any (a
+``preexec_fn``) in a process whose gRPC threads hold locks crashes the child now and then.
 Only the direct child is covered; processes it starts in turn are not (a shell running a
-single command execs it, so ``sh -c "cmd"`` is covered). Elsewhere this is a no-op.
+single command execs it, so ``sh -c "cmd"`` is covered). Where ``setpriv`` is missing the
+command runs without a death signal.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import os
-import signal
+import functools
+import shutil
 import sys
 
-PR_SET_PDEATHSIG = 1
 
-
-def kill_with_parent() -> None:
-    """A ``preexec_fn``: ask the kernel to SIGKILL this process when its parent dies."""
+@functools.cache
+def death_signal_prefix() -> tuple[str, ...]:
+    """The argv prefix that makes the command die with its parent, or () where that is unavailable."""
     if not sys.platform.startswith("linux"):
-        return
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(137)
+        return ()
+    setpriv = shutil.which("setpriv")
+    return (setpriv, "--pdeathsig", "KILL", "--") if setpriv else ()

@@ -16,7 +16,7 @@ import signal
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from schedd_exec.deathsig import kill_with_parent
+from schedd_exec.deathsig import death_signal_prefix
 from schedd_exec.outcome import Outcome
 
 OUTPUT_TAIL_BYTES = 2000
@@ -33,6 +33,7 @@ async def run_shell(
 ) -> Outcome:
     started = datetime.now(UTC)
     proc = await asyncio.create_subprocess_exec(
+        *death_signal_prefix(),
         "/bin/sh",
         "-c",
         command,
@@ -41,7 +42,6 @@ async def run_shell(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=kill_with_parent,
     )
     tail = bytearray()
 

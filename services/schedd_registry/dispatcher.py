@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -34,11 +35,13 @@ class Dispatcher:
         *,
         claim_batch: int,
         on_assigned: Callable[[int], None] | None = None,
+        silent_after: float = 15.0,
     ) -> None:
         self._engine = engine
         self._builder = builder
         self._claim_batch = claim_batch
         self._on_assigned = on_assigned
+        self._silent_after = silent_after
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
         self.claimed_total = 0
@@ -89,6 +92,8 @@ class Dispatcher:
         for session in sessions[self._turn :] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
+            if time.monotonic() - session.last_seen > self._silent_after:
+                continue  # no heartbeat for a while: frozen or cut off; keep its work for others
             limit = min(session.credits, self._claim_batch)
             claimed = await self._builder.claim(
                 worker_id=session.worker_id, queues=session.queues, limit=limit

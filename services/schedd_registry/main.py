@@ -32,7 +32,11 @@ async def serve(config: RegistryConfig) -> None:
     )
     metrics = RegistryMetrics()
     dispatcher = Dispatcher(
-        engine, AssignmentBuilder(engine), claim_batch=config.claim_batch, on_assigned=metrics.assigned.inc
+        engine,
+        AssignmentBuilder(engine),
+        claim_batch=config.claim_batch,
+        on_assigned=metrics.assigned.inc,
+        silent_after=3 * config.heartbeat_interval,
     )
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
     relay = CallbackRelay(engine, dispatcher)

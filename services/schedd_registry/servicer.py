@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -41,12 +43,25 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             "results", lambda batch: dispatch.apply_results(engine, batch)
         )
         self.logs: Batcher[LogChunk, None] = Batcher("logs", self._append_logs)
+        self._background: set[asyncio.Task[None]] = set()
         #: Receives workers' answers to callbacks (set by the callback relay).
         self.on_callback_done: Callable[[worker_pb2.CallbackDone], None] | None = None
 
     async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
         await dispatch.append_logs(self._engine, chunks)
         return [None] * len(chunks)
+
+    def _detached(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a store write to completion even if the worker's call ends; failures are logged."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("recording a worker's state failed: %s", t.exception())
+
+        task.add_done_callback(done)
 
     def drain_requested(self, worker_id: str) -> None:
         """A user asked this worker to drain (NOTIFY from the api): tell it, if it is connected here."""
@@ -130,10 +145,12 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
             log.info("worker %s disconnected", session.worker_id)
-            with contextlib.suppress(Exception):
-                await dispatch.mark_worker_gone(
+            # Not tied to this call: the call is being cancelled, the record must still be written.
+            self._detached(
+                dispatch.mark_worker_gone(
                     self._engine, worker_id=session.worker_id, registry=self._config.identity
                 )
+            )
 
     async def _read(self, requests: AsyncIterator[worker_pb2.WorkerMessage], session: WorkerSession) -> None:
         pending: set[asyncio.Task[object]] = set()
@@ -144,6 +161,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             task.add_done_callback(pending.discard)
 
         async for message in requests:
+            session.last_seen = time.monotonic()
             kind = message.WhichOneof("message")
             if kind == "credit":
                 self._dispatcher.grant(session, message.credit.slots)
@@ -168,7 +186,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                     self.on_callback_done(message.callback_done)
             elif kind == "draining":
                 session.draining = True
-                spawn(dispatch.mark_worker_draining(self._engine, session.worker_id))
+                self._detached(dispatch.mark_worker_draining(self._engine, session.worker_id))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 

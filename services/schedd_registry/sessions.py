@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 from schedd.v1 import worker_pb2
@@ -18,6 +19,8 @@ class WorkerSession:
     draining: bool = False
     outbox: asyncio.Queue[worker_pb2.RegistryMessage] = field(default_factory=asyncio.Queue)
     closed: bool = False
+    #: Monotonic time of the worker's last message; a worker silent for long gets no new work.
+    last_seen: float = field(default_factory=time.monotonic)
 
     def send(self, message: worker_pb2.RegistryMessage) -> None:
         if not self.closed:

@@ -48,6 +48,7 @@ class WorkerAgent:
         self._offsets: dict[str, int] = {}
         self._outgoing: asyncio.Queue[worker_pb2.WorkerMessage] | None = None
         self._heartbeat_interval = 5.0
+        self._welcomed = asyncio.Event()
         self.draining = False
         self._drain_requested = asyncio.Event()
         self._drain_grace = config.drain_grace
@@ -143,6 +144,7 @@ class WorkerAgent:
             if free > 0:
                 outgoing.put_nowait(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=free)))
         self._outgoing = outgoing
+        self._welcomed.clear()
 
         async def requests() -> AsyncIterator[worker_pb2.WorkerMessage]:
             while True:
@@ -164,11 +166,14 @@ class WorkerAgent:
             call.cancel()
 
     async def _heartbeats(self) -> None:
+        """Heartbeat every interval the registry asked for (from its welcome on), idle or not: the
+        registry learns the worker's load and that it is alive, and does not hand work to a
+        worker that has gone silent."""
+        await self._welcomed.wait()
         while True:
-            await asyncio.sleep(self._heartbeat_interval)
             attempts = [a.attempt for a in self.executor.running]
-            if attempts:
-                self._send(worker_pb2.WorkerMessage(heartbeat=worker_pb2.TaskHeartbeat(attempts=attempts)))
+            self._send(worker_pb2.WorkerMessage(heartbeat=worker_pb2.TaskHeartbeat(attempts=attempts)))
+            await asyncio.sleep(self._heartbeat_interval)
 
     def _send(self, message: worker_pb2.WorkerMessage) -> None:
         if self._outgoing is not None:
@@ -205,6 +210,7 @@ class WorkerAgent:
         elif kind == "welcome":
             interval = message.welcome.heartbeat_interval.ToTimedelta().total_seconds()
             self._heartbeat_interval = interval if interval > 0 else self._heartbeat_interval
+            self._welcomed.set()
             log.info("connected to registry as %s", message.welcome.worker_id)
 
     async def _callback(self, request: worker_pb2.RunCallback) -> None:

@@ -39,6 +39,11 @@ async def keep_liveness(
                 on_lost("the worker's etcd lease was lost")
             except CoordinationError as exc:
                 log.warning("liveness lease: %s; retrying in %.1fs", exc, delay)
+            except asyncio.CancelledError:
+                # The worker is leaving in order: give the key up now rather than one TTL later.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(lease.stop(revoke=True), 2.0)
+                raise
             finally:
                 with contextlib.suppress(Exception):
                     await lease.stop(revoke=False)
