@@ -35,7 +35,10 @@ class AssignmentBuilder:
                 return []
             await self._versions.load(conn, {c.dag_version_id for c in claimed})
             upstream = {
-                up for c in claimed for up in self._versions.task(c.dag_version_id, c.task_id).upstream
+                up
+                for c in claimed
+                if c.run_has_results
+                for up in self._versions.task(c.dag_version_id, c.task_id).upstream
             }
             results = (
                 await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))

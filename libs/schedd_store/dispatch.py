@@ -38,6 +38,8 @@ class ClaimedAttempt:
     logical_date: datetime
     dag_version_id: int
     conf: dict[str, Any]
+    #: Whether any task of the run stored a result (there may be upstream results to hand out).
+    run_has_results: bool = False
 
 
 class Outcome(enum.Enum):
@@ -117,6 +119,7 @@ async def claim_in(
             logical_date=r.logical_date,
             dag_version_id=r.dag_version_id,
             conf=r.conf or {},
+            run_has_results=r.run_has_results,
         )
         for r in rows
     ]

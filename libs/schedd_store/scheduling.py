@@ -233,16 +233,6 @@ async def apply_plans(
         rows = (await conn.execute(sql.INSERT_TASK_INSTANCES, {**creates, "token": token})).all()
         queues |= {r.queue for r in rows if r.state == TaskState.QUEUED}
         outcome.queued += sum(1 for r in rows if r.state == TaskState.QUEUED)
-    if to_queue:
-        rows = (
-            await conn.execute(
-                sql.QUEUE_TASK_INSTANCES,
-                {"ids": to_queue, "token": token, "allowed_from": allowed_task_sources(TaskState.QUEUED)},
-            )
-        ).all()
-        _expect("queue", to_queue, rows)
-        queues |= {r.queue for r in rows}
-        outcome.queued += len(rows)
     if to_schedule:
         rows = (
             await conn.execute(
@@ -306,7 +296,25 @@ async def apply_plans(
             },
         )
         await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
-    if plans or to_queue:
+    if to_queue:
+        # Last, and in one statement with the pass log and the registries' wake-up: the common pass
+        # (a task finished, the next one queues) costs one round trip fewer.
+        rows = (
+            await conn.execute(
+                sql.QUEUE_AND_RECORD_PASS,
+                {
+                    "ids": to_queue,
+                    "token": token,
+                    "allowed_from": allowed_task_sources(TaskState.QUEUED),
+                    "runs": len(plans),
+                    "queued_before": outcome.queued,
+                    "queues": sorted(queues),
+                },
+            )
+        ).all()
+        _expect("queue", to_queue, rows)
+        outcome.queued += len(rows)
+    elif plans:
         await conn.execute(
             sql.RECORD_PASS,
             {"token": token, "runs": len(plans), "queued": outcome.queued, "queues": sorted(queues)},
@@ -339,13 +347,15 @@ async def _admit(
         # times over (some may be held back by DAG or task limits), page by page.
         after: tuple[int, datetime, int] = (-(2**31), datetime(1, 1, 1, tzinfo=UTC), -1)
         slots_seen = 0
+        # Pages sized to the free slots: a full pool with a long queue costs a few rows per pass.
+        page_size = min(WAITING_PAGE, max(4 * free, 32))
         while True:
             page = (
                 await conn.execute(
                     sql.WAITING_IN_POOL,
                     {
                         "pool": row.name,
-                        "limit": WAITING_PAGE,
+                        "limit": page_size,
                         "after_priority": after[0],
                         "after_date": after[1],
                         "after_id": after[2],
@@ -368,7 +378,7 @@ async def _admit(
                             logical_date=w.logical_date,
                         )
                     )
-            if len(page) < WAITING_PAGE or slots_seen >= 4 * free:
+            if len(page) < page_size or slots_seen >= 4 * free:
                 break
             last = page[-1]
             after = (-last.priority_weight, last.logical_date, last.id)

@@ -222,6 +222,23 @@ QUEUE_TASK_INSTANCES = _sql(
     "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id, queue"
 )
 
+#: QUEUE_TASK_INSTANCES and RECORD_PASS in one round trip: queues the task instances, appends the pass
+#: to the log, and wakes the registries for their queues and for :queues (queued by other statements).
+QUEUE_AND_RECORD_PASS = _sql(
+    "WITH q AS ("
+    "  UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
+    "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
+    "  heartbeat_at = NULL, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, error = NULL, "
+    "  fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id, queue"
+    "), pass AS ("
+    "  INSERT INTO scheduler_passes (token, runs, queued) "
+    "  SELECT :token, :runs, :queued_before + count(*) FROM q"
+    "), woken AS ("
+    "  SELECT queue FROM q UNION SELECT unnest(CAST(:queues AS text[]))"
+    ") "
+    f"SELECT q.id, q.queue, (SELECT count(pg_notify('{channels.QUEUED}', queue)) FROM woken) AS woken FROM q"
+)
+
 #: Moves task instances that will not run to a finished state (skipped, upstream_failed).
 FINISH_UNRUN_TASK_INSTANCES = _sql(
     "UPDATE task_instances SET state = :target, ended_at = now(), fence_token = :token "
@@ -277,7 +294,10 @@ CLAIM_TASK_INSTANCES = _sql(
     "  SELECT attempt_id, id, try_number, :worker_id, 'running' FROM claimed"
     ") "
     "SELECT c.id, c.task_id, c.try_number, c.attempt_id, c.run_pk, r.dag_id, r.run_id, r.logical_date, "
-    "r.dag_version_id, r.conf FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+    "r.dag_version_id, r.conf, "
+    "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
+    "AS run_has_results "
+    "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
 )
 
 #: Applies a batch of attempt results. Each row changes only while its attempt is current and
