@@ -61,6 +61,8 @@ async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: str, error
     if not ids:
         return
     rows = (await conn.execute(sql.STOP_RUNNING, {"ids": list(ids), "target": target, "error": error})).all()
+    if any(r.events for r in rows):
+        await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
     lines = [f"{r.worker_id} {r.id} {r.attempt_id}" for r in rows if r.worker_id]
     if lines:
         await conn.execute(sql.NOTIFY, {"channel": channels.CANCEL, "payload": "\n".join(lines)})
@@ -87,6 +89,11 @@ async def cancel_run(engine: AsyncEngine, dag_id: str, run_id: str) -> None:
         await conn.execute(
             sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.FAILED)}
         )
+        if "failure" in run.graph.run_callback_events:
+            await conn.execute(
+                sql.RECORD_RUN_EVENTS, {"events": ["failure"], "run_pks": [run.pk], "dag_ids": [dag_id]}
+            )
+            await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
         # Queued runs of the DAG may start now (max_active_runs).
         waiting = [r[0] for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": [dag_id]})).all()]
         for payload in channels.encode_ids([run.pk, *waiting]):

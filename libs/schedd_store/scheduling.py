@@ -267,6 +267,8 @@ async def apply_plans(
             )
         ).all()
         _expect("fail", to_fail, rows)
+        if any(r.events for r in rows):
+            await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
     if retry_ids:
         await conn.execute(sql.SET_RETRY_TIMES, {"ids": retry_ids, "delays": retry_delays, "token": token})
         outcome.deadlines_changed = True

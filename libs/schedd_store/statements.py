@@ -247,14 +247,28 @@ FINISH_UNRUN_TASK_INSTANCES = _sql(
 
 #: Fails running attempts the scheduler stops (the run timed out or was cancelled); their workers'
 #: next heartbeat is answered with a cancellation.
+#: The outbox rows of 'failure' callbacks for the task instances in the CTE ``failed`` (columns
+#: _FAILED_COLUMNS) that ended failed.
+_FAILED_COLUMNS = (
+    "id, attempt_id, worker_id, state, run_pk, dag_id, task_id, try_number, error, callback_events"
+)
+_FAILURE_EVENTS = (
+    "INSERT INTO outbox (topic, payload) SELECT 'task_callback', jsonb_build_object('event', 'failure', "
+    "'ti_id', failed.id, 'run_pk', failed.run_pk, 'dag_id', failed.dag_id, 'task_id', failed.task_id, "
+    "'try_number', failed.try_number, 'error', failed.error) FROM failed "
+    "WHERE failed.state = 'failed' AND 'failure' = ANY(failed.callback_events) RETURNING id"
+)
+
 FAIL_RUNNING_TASK_INSTANCES = _sql(
     "WITH failed AS ("
     "  UPDATE task_instances SET state = 'failed', ended_at = now(), error = :error, heartbeat_at = NULL, "
-    "  fence_token = :token WHERE id = ANY(:ids) AND state = 'running' RETURNING id, attempt_id"
+    "  fence_token = :token WHERE id = ANY(:ids) AND state = 'running' "
+    f"  RETURNING {_FAILED_COLUMNS}"
     "), history AS ("
     "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
     "  WHERE a.attempt_id = failed.attempt_id AND a.state = 'running'"
-    ") SELECT id FROM failed"
+    f"), events AS ({_FAILURE_EVENTS}) "
+    "SELECT id, (SELECT count(*) FROM events) AS events FROM failed"
 )
 
 START_RUNS = _sql(
@@ -521,13 +535,14 @@ RUN_TASK_STATES = _sql(
 
 #: Stops the running attempts of a run (cancel) or of chosen task instances (clear, mark).
 STOP_RUNNING = _sql(
-    "WITH stopped AS ("
+    "WITH failed AS ("
     "  UPDATE task_instances SET state = :target, ended_at = now(), error = :error, heartbeat_at = NULL "
-    "  WHERE id = ANY(:ids) AND state = 'running' RETURNING id, attempt_id, worker_id"
+    f"  WHERE id = ANY(:ids) AND state = 'running' RETURNING {_FAILED_COLUMNS}"
     "), history AS ("
-    "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM stopped "
-    "  WHERE a.attempt_id = stopped.attempt_id AND a.state = 'running'"
-    ") SELECT id, attempt_id, worker_id FROM stopped"
+    "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
+    "  WHERE a.attempt_id = failed.attempt_id AND a.state = 'running'"
+    f"), events AS ({_FAILURE_EVENTS}) "
+    "SELECT id, attempt_id, worker_id, (SELECT count(*) FROM events) AS events FROM failed"
 )
 
 SKIP_UNRUN = _sql(

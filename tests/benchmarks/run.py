@@ -3,7 +3,9 @@
 Starts a durable PostgreSQL and etcd (fsync on: every state change is durable), then
 clusters of the real services, and measures:
 
-- fan-out: 1,000 independent no-op Python tasks with 4 workers (tasks/s, trigger to run end);
+- fan-out: 1,000 independent no-op Python tasks with 4 workers (tasks/s, trigger to run end), and
+  the same with shell tasks (a process per task);
+- one no-op task from trigger to success;
 - chained latency: end of one no-op task to the start of the next, over 100 links (median, p99);
 - the same with 1,000 idle DAGs and 10,000 finished task instances present;
 - leader fail-over: kill -9 and SIGTERM, to the next scheduling pass;
@@ -59,10 +61,11 @@ def register(cluster: Cluster, spec: dict[str, Any], workdir: Path) -> None:
     schedctl(cluster, "dags", "register", str(path))
 
 
-def fan_out_spec(n: int) -> dict[str, Any]:
+def fan_out_spec(n: int, *, shell: bool = False) -> dict[str, Any]:
+    action: dict[str, Any] = {"shell": {"command": "true"}} if shell else {"python": {"target": NOOP}}
     return {
-        "dag_id": "fanout",
-        "tasks": [{"task_id": f"t{i:04d}", "python": {"target": NOOP}} for i in range(n)],
+        "dag_id": "fanout_shell" if shell else "fanout",
+        "tasks": [{"task_id": f"t{i:04d}", **action} for i in range(n)],
     }
 
 
@@ -84,15 +87,20 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def measure_fan_out(cluster: Cluster, workdir: Path, n: int, runs: int) -> dict[str, Any]:
-    register(cluster, fan_out_spec(n), workdir)
+def measure_fan_out(
+    cluster: Cluster, workdir: Path, n: int, runs: int, *, shell: bool = False
+) -> dict[str, Any]:
+    spec = fan_out_spec(n, shell=shell)
+    register(cluster, spec, workdir)
+    dag_id = spec["dag_id"]
     rates = []
     for i in range(runs):
-        schedctl(cluster, "runs", "trigger", "fanout", "--run-id", f"f{i}", "--wait", "--wait-timeout", "600")
+        schedctl(cluster, "runs", "trigger", dag_id, "--run-id", f"f{i}", "--wait", "--wait-timeout", "600")
         (row,) = fetch(
             cluster,
             "SELECT extract(epoch FROM ended_at - created_at) AS seconds FROM dag_runs "
-            "WHERE dag_id = 'fanout' AND run_id = $1",
+            "WHERE dag_id = $1 AND run_id = $2",
+            dag_id,
             f"f{i}",
         )
         rates.append(n / float(row["seconds"]))
@@ -102,6 +110,24 @@ def measure_fan_out(cluster: Cluster, workdir: Path, n: int, runs: int) -> dict[
         "tasks_per_s_best": max(rates),
         "tasks_per_s_median": statistics.median(rates),
     }
+
+
+def measure_single_task(cluster: Cluster, workdir: Path, runs: int) -> dict[str, Any]:
+    """Trigger to success of a DAG of one no-op shell task, from the database's timestamps."""
+    register(
+        cluster, {"dag_id": "single", "tasks": [{"task_id": "t", "shell": {"command": "true"}}]}, workdir
+    )
+    seconds = []
+    for i in range(runs):
+        schedctl(cluster, "runs", "trigger", "single", "--run-id", f"s{i}", "--wait")
+        (row,) = fetch(
+            cluster,
+            "SELECT extract(epoch FROM ended_at - created_at) AS seconds FROM dag_runs "
+            "WHERE dag_id = 'single' AND run_id = $1",
+            f"s{i}",
+        )
+        seconds.append(float(row["seconds"]) * 1000)
+    return {"runs": runs, "trigger_to_success_ms_median": statistics.median(seconds), "max": max(seconds)}
 
 
 def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> dict[str, Any]:
@@ -258,6 +284,12 @@ def main() -> None:
             url, etcd, workdir / "fanout", workers=4, worker_capacity=8, service_env=FAST_LEASE
         ) as c:
             section("fan_out", lambda: measure_fan_out(c, workdir, args.fan_out, runs=3), results)
+            section(
+                "fan_out_shell",
+                lambda: measure_fan_out(c, workdir, args.fan_out, runs=1, shell=True),
+                results,
+            )
+            section("single_task", lambda: measure_single_task(c, workdir, runs=10), results)
             section("chain", lambda: measure_chain(c, workdir, args.links, "plain"), results)
             section("chain_again", lambda: measure_chain(c, workdir, args.links, "again"), results)
             asyncio.run(add_idle_load(url, dags=1000, finished=10_000))

@@ -165,3 +165,25 @@ async def test_create_run_is_idempotent_per_request_id(engine: AsyncEngine) -> N
     first = await runs.create_run(engine, run_id="x1", **kwargs)  # type: ignore[arg-type]
     again = await runs.create_run(engine, run_id="x2", **kwargs)  # type: ignore[arg-type]
     assert again.run_id == first.run_id == "x1"
+
+
+async def test_cancelling_a_run_writes_its_failure_events_with_the_change(engine: AsyncEngine) -> None:
+    from schedd.v1 import resources_pb2 as pb
+    from schedd_store import control
+
+    dag = spec("cb", {"a": []})
+    hook = pb.Callback(webhook_url="http://127.0.0.1:9/hook")
+    dag.tasks[0].on_failure.append(hook)
+    dag.on_failure.append(hook)
+    run = await registered_run(engine, dag)
+    loop = await leading_loop(engine)
+    await loop.evaluate([run.pk])
+    (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=5)
+    await control.cancel_run(engine, "cb", "r1")
+    async with engine.connect() as conn:
+        events = (await conn.execute(text("SELECT topic, payload FROM outbox ORDER BY id"))).all()
+    assert [(e.topic, e.payload["event"]) for e in events] == [
+        ("task_callback", "failure"),
+        ("run_callback", "failure"),
+    ]
+    assert events[0].payload["task_id"] == "a" and events[0].payload["ti_id"] == claimed.ti_id
