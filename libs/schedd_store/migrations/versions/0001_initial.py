@@ -6,7 +6,7 @@ Revises:
 Create Date: 2026-11-29
 """
 
-from alembic import op
+from schedd_store.migrations.steps import execute_all, split_script
 
 revision = "0001"
 down_revision = None
@@ -154,15 +154,9 @@ DROP TABLE dag_versions, dags, pools, scheduler_fence CASCADE;
 """
 
 
-def _statements(script: str) -> list[str]:
-    return [part.strip() for part in script.split(";\n") if part.strip()]
-
-
 def upgrade() -> None:
-    for statement in _statements(UPGRADE):
-        op.execute(statement)
+    execute_all(split_script(UPGRADE))
 
 
 def downgrade() -> None:
-    for statement in _statements(DOWNGRADE):
-        op.execute(statement)
+    execute_all(split_script(DOWNGRADE))

@@ -5,7 +5,7 @@ Revises: 0003
 Create Date: 2026-11-29
 """
 
-from alembic import op
+from schedd_store.migrations.steps import execute_all
 
 revision = "0004"
 down_revision = "0003"
@@ -53,10 +53,8 @@ DOWNGRADE = [
 
 
 def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
+    execute_all(UPGRADE)
 
 
 def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+    execute_all(DOWNGRADE)
