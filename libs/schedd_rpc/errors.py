@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from sqlalchemy.exc import DBAPIError, InterfaceError
 
 from schedd_core import errors as e
 
@@ -49,6 +50,15 @@ def translate_errors(
             await context.abort(status_code_of(exc), str(exc))
         except grpc.aio.AbortError:
             raise
+        except (OSError, InterfaceError) as exc:
+            log.warning("%s: the database cannot be reached: %s", method.__name__, exc)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the metadata database cannot be reached; retry")
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                log.exception("unexpected database error in %s", method.__name__)
+                await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
+            log.warning("%s: the database connection broke: %s", method.__name__, exc)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the metadata database cannot be reached; retry")
         except Exception:
             log.exception("unexpected error in %s", method.__name__)
             await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
