@@ -22,15 +22,16 @@ class AssignmentBuilder:
         self._versions = VersionCache()
 
     async def claim(
-        self, *, worker_id: str, queues: Sequence[str], limit: int
-    ) -> list[worker_pb2.Assignment]:
-        """Claim up to ``limit`` queued task instances for ``worker_id`` and build their assignments,
-        in one transaction: the claim, the specs of versions not cached yet, and the results of
-        upstream tasks (only when a claimed task has upstream tasks)."""
-        if limit <= 0:
+        self, *, slots: Sequence[str], queues: Sequence[str]
+    ) -> list[tuple[str, worker_pb2.Assignment]]:
+        """Claim queued task instances for the workers in ``slots`` (a worker id per free slot) and
+        build their assignments, in one transaction: the claim, the specs of versions not cached yet,
+        and the results of upstream tasks (only for runs that stored any). Returns
+        ``(worker_id, assignment)`` pairs."""
+        if not slots:
             return []
         async with self._engine.begin() as conn:
-            claimed = await dispatch.claim_in(conn, worker_id=worker_id, queues=queues, limit=limit)
+            claimed = await dispatch.claim_in(conn, slots=slots, queues=queues)
             if not claimed:
                 return []
             await self._versions.load(conn, {c.dag_version_id for c in claimed})
@@ -45,7 +46,7 @@ class AssignmentBuilder:
                 if upstream
                 else {}
             )
-        return [self._one(c, results) for c in claimed]
+        return [(c.worker_id, self._one(c, results)) for c in claimed]
 
     def _one(self, c: ClaimedAttempt, results: dict[tuple[int, str], Any]) -> worker_pb2.Assignment:
         task = self._versions.task(c.dag_version_id, c.task_id)

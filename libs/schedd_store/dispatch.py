@@ -40,6 +40,8 @@ class ClaimedAttempt:
     conf: dict[str, Any]
     #: Whether any task of the run stored a result (there may be upstream results to hand out).
     run_has_results: bool = False
+    #: The worker the attempt was claimed for.
+    worker_id: str = ""
 
 
 class Outcome(enum.Enum):
@@ -87,25 +89,23 @@ class ReportStatus(enum.Enum):
 async def claim(
     engine: AsyncEngine, *, worker_id: str, queues: Sequence[str], limit: int
 ) -> list[ClaimedAttempt]:
-    """Claim in a transaction of its own; see :func:`claim_in`."""
+    """Claim for one worker in a transaction of its own; see :func:`claim_in`."""
     if limit <= 0:
         return []
     async with engine.begin() as conn:
-        return await claim_in(conn, worker_id=worker_id, queues=queues, limit=limit)
+        return await claim_in(conn, slots=[worker_id] * limit, queues=queues)
 
 
 async def claim_in(
-    conn: AsyncConnection, *, worker_id: str, queues: Sequence[str], limit: int
+    conn: AsyncConnection, *, slots: Sequence[str], queues: Sequence[str]
 ) -> list[ClaimedAttempt]:
-    """Claim up to ``limit`` queued task instances of ``queues`` for ``worker_id`` (highest priority,
-    then oldest, first), moving them to running and recording their attempts. The claim holds once
-    the caller's transaction commits."""
-    if limit <= 0:
+    """Claim queued task instances of ``queues`` for the workers in ``slots`` (a worker id per free
+    slot, the most important first), moving them to running and recording their attempts. One
+    statement serves any number of workers. The claim holds once the caller's transaction commits."""
+    if not slots:
         return []
     rows = (
-        await conn.execute(
-            sql.CLAIM_TASK_INSTANCES, {"worker_id": worker_id, "queues": list(queues), "limit": limit}
-        )
+        await conn.execute(sql.CLAIM_TASK_INSTANCES, {"slots": list(slots), "queues": list(queues)})
     ).all()
     return [
         ClaimedAttempt(
@@ -120,6 +120,7 @@ async def claim_in(
             dag_version_id=r.dag_version_id,
             conf=r.conf or {},
             run_has_results=r.run_has_results,
+            worker_id=r.worker_id,
         )
         for r in rows
     ]

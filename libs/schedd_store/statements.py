@@ -292,23 +292,28 @@ RECORD_PASS = _sql(
 
 # --- dispatch (registry) ---------------------------------------------------------------------------
 
-#: Claims up to :limit queued task instances of the given queues for one worker, highest priority
-#: first, oldest first among equals. SKIP LOCKED lets several registries claim side by side without
-#: ever handing out one attempt twice. Records the attempt in task_attempts.
+#: Claims queued task instances of the given queues for the workers in :slots (a worker id per free
+#: slot; the first slots get the most important task instances), highest priority first, oldest
+#: logical date first among equals. SKIP LOCKED lets several registries claim side by side without
+#: ever handing out one attempt twice. Records each attempt in task_attempts.
 CLAIM_TASK_INSTANCES = _sql(
     "WITH claimable AS ("
-    "  SELECT id FROM task_instances WHERE state = 'queued' AND queue = ANY(:queues) "
-    "  ORDER BY priority_weight DESC, logical_date, id LIMIT :limit FOR UPDATE SKIP LOCKED"
+    "  SELECT id, row_number() OVER (ORDER BY priority_weight DESC, logical_date, id) AS n FROM ("
+    "    SELECT id, priority_weight, logical_date FROM task_instances "
+    "    WHERE state = 'queued' AND queue = ANY(:queues) ORDER BY priority_weight DESC, logical_date, id "
+    "    LIMIT cardinality(CAST(:slots AS text[])) FOR UPDATE SKIP LOCKED) AS q"
+    "), slots AS ("
+    "  SELECT worker_id, n FROM unnest(CAST(:slots AS text[])) WITH ORDINALITY AS s(worker_id, n)"
     "), claimed AS ("
-    "  UPDATE task_instances ti SET state = 'running', worker_id = :worker_id, started_at = now(), "
-    "  heartbeat_at = now() FROM claimable WHERE ti.id = claimable.id "
-    "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.try_number, ti.attempt_id"
+    "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
+    "  heartbeat_at = now() FROM claimable JOIN slots USING (n) WHERE ti.id = claimable.id "
+    "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.try_number, ti.attempt_id, ti.worker_id"
     "), recorded AS ("
     "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state) "
-    "  SELECT attempt_id, id, try_number, :worker_id, 'running' FROM claimed"
+    "  SELECT attempt_id, id, try_number, worker_id, 'running' FROM claimed"
     ") "
-    "SELECT c.id, c.task_id, c.try_number, c.attempt_id, c.run_pk, r.dag_id, r.run_id, r.logical_date, "
-    "r.dag_version_id, r.conf, "
+    "SELECT c.id, c.task_id, c.try_number, c.attempt_id, c.run_pk, c.worker_id, r.dag_id, r.run_id, "
+    "r.logical_date, r.dag_version_id, r.conf, "
     "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
     "AS run_has_results "
     "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"

@@ -84,28 +84,46 @@ class Dispatcher:
                 self._wake.set()
 
     async def _round(self) -> bool:
-        """Claim for every worker with credits. Returns whether work may remain."""
-        more = False
+        """Claim for every worker with credits, one statement per set of queues. Returns whether work
+        may remain."""
         sessions = list(self._sessions.values())
         # Start with a different worker each round, so work spreads over the workers.
         self._turn = (self._turn + 1) % max(len(sessions), 1)
+        groups: dict[tuple[str, ...], list[WorkerSession]] = {}
         for session in sessions[self._turn :] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
             if time.monotonic() - session.last_seen > self._silent_after:
                 continue  # no heartbeat for a while: frozen or cut off; keep its work for others
-            limit = min(session.credits, self._claim_batch)
-            claimed = await self._builder.claim(
-                worker_id=session.worker_id, queues=session.queues, limit=limit
-            )
+            groups.setdefault(tuple(sorted(session.queues)), []).append(session)
+        more = False
+        for queues, members in groups.items():
+            slots = _interleave({s.worker_id: min(s.credits, self._claim_batch) for s in members})
+            claimed = await self._builder.claim(slots=slots, queues=queues)
             if not claimed:
                 continue
             self.claimed_total += len(claimed)
             if self._on_assigned is not None:
                 self._on_assigned(len(claimed))
-            session.credits -= len(claimed)
-            for assignment in claimed:
+            by_id = {s.worker_id: s for s in members}
+            for worker_id, assignment in claimed:
+                session = by_id[worker_id]
+                session.credits -= 1
                 session.send(worker_pb2.RegistryMessage(assignment=assignment))
-            if len(claimed) == limit:
+            if len(claimed) == len(slots):
                 more = True
         return more
+
+
+def _interleave(credits: dict[str, int]) -> list[str]:
+    """A worker id per slot, round-robin, so that the most important task instances (the first
+    slots) and a short supply spread over the workers."""
+    slots: list[str] = []
+    left = dict(credits)
+    while left:
+        for worker_id in list(left):
+            slots.append(worker_id)
+            left[worker_id] -= 1
+            if left[worker_id] <= 0:
+                del left[worker_id]
+    return slots

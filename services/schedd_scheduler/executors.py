@@ -103,10 +103,8 @@ class LocalExecutor:
                 free = self._parallelism - len(self._executor.running)
                 if free <= 0:
                     continue
-                claimed = await self._builder.claim(
-                    worker_id=self._worker_id, queues=self._queues, limit=free
-                )
-                for assignment in claimed:
+                claimed = await self._builder.claim(slots=[self._worker_id] * free, queues=self._queues)
+                for _, assignment in claimed:
                     self._executor.submit(assignment)
                 if len(claimed) == free:
                     self._wake.set()  # there may be more
