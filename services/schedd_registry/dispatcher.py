@@ -105,11 +105,16 @@ class Dispatcher:
             self.claimed_total += len(claimed)
             if self._on_assigned is not None:
                 self._on_assigned(len(claimed))
-            by_id = {s.worker_id: s for s in members}
+            per_worker: dict[str, list[worker_pb2.Assignment]] = {}
             for worker_id, assignment in claimed:
-                session = by_id[worker_id]
-                session.credits -= 1
-                session.send(worker_pb2.RegistryMessage(assignment=assignment))
+                per_worker.setdefault(worker_id, []).append(assignment)
+            for session in members:
+                batch = per_worker.get(session.worker_id)
+                if batch:
+                    session.credits -= len(batch)
+                    session.send(
+                        worker_pb2.RegistryMessage(assignments=worker_pb2.AssignmentBatch(assignments=batch))
+                    )
             if len(claimed) == len(slots):
                 more = True
         return more

@@ -181,12 +181,14 @@ class WorkerAgent:
 
     def _handle(self, message: worker_pb2.RegistryMessage) -> None:
         kind = message.WhichOneof("message")
-        if kind == "assignment":
-            if self.draining:
-                # Credits raced with the drain: hand it straight back.
-                self._done(message.assignment, _abandoned("the worker is draining"))
-            else:
-                self.executor.submit(message.assignment)
+        if kind in ("assignment", "assignments"):
+            batch = [message.assignment] if kind == "assignment" else list(message.assignments.assignments)
+            for assignment in batch:
+                if self.draining:
+                    # Credits raced with the drain: hand it straight back.
+                    self._done(assignment, _abandoned("the worker is draining"))
+                else:
+                    self.executor.submit(assignment)
         elif kind == "ack":
             self._unacked.pop(message.ack.attempt.attempt_id, None)
             self._acked.set()

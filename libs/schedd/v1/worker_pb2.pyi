@@ -433,6 +433,28 @@ class Assignment(_message.Message):
 Global___Assignment: _TypeAlias = Assignment  # noqa: Y015
 
 @_typing.final
+class AssignmentBatch(_message.Message):
+    """Several assignments at once (one claim's worth for this worker)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ASSIGNMENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___Assignment]: ...
+    def __init__(
+        self,
+        *,
+        assignments: _abc.Iterable[Global___Assignment] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AssignmentBatch: _TypeAlias = AssignmentBatch  # noqa: Y015
+
+@_typing.final
 class CancelAttempts(_message.Message):
     """Stop these attempts now: they are no longer current (failed over, cancelled, cleared)."""
 
@@ -551,6 +573,7 @@ class RegistryMessage(_message.Message):
     CANCEL_FIELD_NUMBER: _builtins.int
     DRAIN_FIELD_NUMBER: _builtins.int
     RUN_CALLBACK_FIELD_NUMBER: _builtins.int
+    ASSIGNMENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -563,6 +586,8 @@ class RegistryMessage(_message.Message):
     def drain(self) -> Global___Drain: ...
     @_builtins.property
     def run_callback(self) -> Global___RunCallback: ...
+    @_builtins.property
+    def assignments(self) -> Global___AssignmentBatch: ...
     def __init__(
         self,
         *,
@@ -572,12 +597,13 @@ class RegistryMessage(_message.Message):
         cancel: Global___CancelAttempts | None = ...,
         drain: Global___Drain | None = ...,
         run_callback: Global___RunCallback | None = ...,
+        assignments: Global___AssignmentBatch | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain", "run_callback"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain", "run_callback", "assignments"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
