@@ -106,6 +106,10 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
         raise InvalidArgument(
             f"{where}.branch", "a branch task must be a Python task: it returns the ids to follow"
         )
+    if task.transactional and action != "python":
+        raise InvalidArgument(f"{where}.transactional", "a transactional task must be a Python task")
+    if task.transactional and task.branch:
+        raise InvalidArgument(f"{where}.transactional", "a branch task cannot be transactional")
     if task.max_active_instances < 0:
         raise InvalidArgument(f"{where}.max_active_instances", "must not be negative")
     if task.retries < 0:

@@ -824,6 +824,7 @@ class Cluster:
                 "SCHEDD_WORKER_ID": worker_id,
                 "SCHEDD_WORKER_CAPACITY": str(capacity or self.worker_capacity),
                 "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
+                "SCHEDD_TASK_DATABASE_URL": self.database_url,
             },
             kind="worker",
             extra_env=env,

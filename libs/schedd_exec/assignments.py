@@ -83,6 +83,7 @@ class AssignmentBuilder:
             assignment.shell.CopyFrom(task.shell)
         elif task.HasField("python"):
             assignment.python.CopyFrom(task.python)
+        assignment.transactional = task.transactional
         if task.HasField("execution_timeout"):
             assignment.execution_timeout.CopyFrom(task.execution_timeout)
         return assignment

@@ -21,6 +21,7 @@ from schedd.v1 import worker_pb2
 from schedd_exec.outcome import Outcome
 from schedd_exec.python_pool import PythonPool
 from schedd_exec.shell import run_shell
+from schedd_store.engine import asyncpg_dsn
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,10 @@ class AttemptExecutor:
         kill_grace: float = 5.0,
         on_output: OutputSink | None = None,
         on_done: DoneSink,
+        task_database_url: str = "",
     ) -> None:
         self._kill_grace = kill_grace
+        self._task_dsn = asyncpg_dsn(task_database_url) if task_database_url else ""
         self._on_output = on_output
         self._on_done = on_done
         self._pool = PythonPool(python_workers, kill_grace=kill_grace) if python_workers > 0 else None
@@ -145,7 +148,22 @@ class AttemptExecutor:
             if self._pool is None:
                 raise RuntimeError("this executor runs no Python tasks (python_workers=0)")
             params: dict[str, Any] = MessageToDict(assignment.params) if assignment.HasField("params") else {}
-            py = await self._pool.run(assignment.python.target, env=env, timeout=timeout, params=params)
+            transaction = None
+            if assignment.transactional:
+                if not self._task_dsn:
+                    raise RuntimeError(
+                        "a transactional task needs the metadata database: start the worker with "
+                        "SCHEDD_TASK_DATABASE_URL"
+                    )
+                transaction = {
+                    "dsn": self._task_dsn,
+                    "ti_id": assignment.attempt.task_instance_id,
+                    "attempt_id": assignment.attempt.attempt_id,
+                    "started_at": datetime.now(UTC).isoformat(),
+                }
+            py = await self._pool.run(
+                assignment.python.target, env=env, timeout=timeout, params=params, transaction=transaction
+            )
             if py.output and sink is not None:
                 sink(py.output.encode())
             return Outcome(

@@ -75,7 +75,7 @@ _HEADER = struct.Struct(">I")
 class _Callable:
     """A resolved target and what its signature accepts."""
 
-    __slots__ = ("func", "wants_context", "wants_params")
+    __slots__ = ("func", "wants_connection", "wants_context", "wants_params")
 
     def __init__(self, func: Callable[..., Any]) -> None:
         self.func = func
@@ -92,6 +92,7 @@ class _Callable:
 
         self.wants_params = accepts("params")
         self.wants_context = accepts("context")
+        self.wants_connection = accepts("connection")
 
 
 class TaskError(Exception):
@@ -186,6 +187,16 @@ class Child:
                 kwargs["params"] = params
             if entry.wants_context:
                 kwargs["context"] = {k: os.environ[k] for k in CONTEXT_VARS if k in os.environ}
+            transaction = request.get("transaction")
+            if transaction is not None:
+                import asyncio  # only now: importing it costs a child ~50 ms at start-up
+
+                from schedd_exec.transactional import run_in_transaction
+
+                result = asyncio.run(
+                    run_in_transaction(entry.func, kwargs, entry.wants_connection, transaction)
+                )
+                return self._encode_result(result)
             result = entry.func(**kwargs)
             if inspect.isawaitable(result):
                 import asyncio  # only now: importing it costs a child ~50 ms at start-up

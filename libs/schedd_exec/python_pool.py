@@ -273,6 +273,7 @@ class PythonPool:
         env: dict[str, str],
         timeout: float | None,
         params: dict[str, object] | None = None,
+        transaction: dict[str, object] | None = None,
     ) -> PyOutcome:
         """Run ``target`` (``package.module:function``) in an idle child, waiting for one if needed.
 
@@ -282,7 +283,11 @@ class PythonPool:
         if not self._started:
             raise RuntimeError("the pool was not started")
         try:
-            body = json.dumps({"target": target, "env": env, "params": params}, separators=(",", ":"))
+            request_body: dict[str, object] = {"target": target, "env": env, "params": params}
+            if transaction is not None:
+                # The child runs the task in a database transaction that also records its success.
+                request_body["transaction"] = transaction
+            body = json.dumps(request_body, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
             now = datetime.now(UTC)
             return PyOutcome(False, 1, f"params are not JSON-serialisable: {exc}", "", "", now, now)

@@ -22,6 +22,7 @@ edges                            ``upstream`` of the downstream task, in declare
 ``params`` / ``env``             ``params`` (Struct) / ``env``
 ``@task.branch``                 ``branch``
 ``max_active_instances``         ``max_active_instances``
+``transactional``                ``transactional``
 ``on_failure/retry/success``     ``on_failure/on_retry/on_success``
 ``timezone`` ("UTC")             ``timezone`` ("" = UTC)
 ``start_date``                   ``start_date`` (Timestamp, UTC)
@@ -108,6 +109,7 @@ def compile_task(task: Task) -> pb.TaskSpec:
     if o.params is not None:
         spec.params.CopyFrom(to_struct(o.params))
     spec.max_active_instances = o.max_active_instances or 0
+    spec.transactional = bool(o.transactional)
     spec.on_failure.extend(_callbacks(o.on_failure or ()))
     spec.on_retry.extend(_callbacks(o.on_retry or ()))
     spec.on_success.extend(_callbacks(o.on_success or ()))

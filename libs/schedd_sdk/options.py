@@ -127,6 +127,7 @@ class TaskOptions(TypedDict, total=False):
     params: Mapping[str, Any] | None
     env: Mapping[str, str] | None
     max_active_instances: int | None
+    transactional: bool | None
     on_failure: Callbacks | None
     on_retry: Callbacks | None
     on_success: Callbacks | None
@@ -150,6 +151,7 @@ class Options:
     params: Mapping[str, Any] | None = None
     env: Mapping[str, str] | None = None
     max_active_instances: int | None = None
+    transactional: bool | None = None
     on_failure: tuple[Callback, ...] | None = None
     on_retry: tuple[Callback, ...] | None = None
     on_success: tuple[Callback, ...] | None = None
@@ -179,6 +181,7 @@ class Options:
             params=p.json_mapping("params"),
             env=p.env("env"),
             max_active_instances=p.integer("max_active_instances"),
+            transactional=p.boolean("transactional"),
             on_failure=p.callbacks("on_failure"),
             on_retry=p.callbacks("on_retry"),
             on_success=p.callbacks("on_success"),

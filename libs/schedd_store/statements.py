@@ -658,3 +658,21 @@ SET_POOL = _sql(
 RUNS_WAITING_IN_POOL = _sql(
     "SELECT DISTINCT run_pk FROM task_instances WHERE state = 'scheduled' AND pool = :name"
 )
+
+
+# --- transactional tasks (run by the worker's Python child, on asyncpg) ---------------------------
+
+#: Marks the attempt succeeded inside the task's own transaction; no row: the attempt is no longer
+#: current and the caller must roll back. Positional parameters: ti id, attempt id, started at,
+#: result JSON.
+COMMIT_TRANSACTIONAL_SUCCESS = (
+    "WITH applied AS ("
+    "  UPDATE task_instances SET state = 'success', started_at = COALESCE($3, started_at), ended_at = now(), "
+    "  exit_code = 0, error = NULL, heartbeat_at = NULL, next_retry_at = NULL, result = $4::jsonb "
+    "  WHERE id = $1 AND attempt_id = $2::uuid AND state = 'running' RETURNING id, run_pk"
+    "), history AS ("
+    "  UPDATE task_attempts SET state = 'success', started_at = COALESCE($3, started_at), ended_at = now(), "
+    "  exit_code = 0 WHERE attempt_id = $2::uuid AND EXISTS (SELECT 1 FROM applied)"
+    ") "
+    f"SELECT id, pg_notify('{channels.RUNS}', run_pk::text) FROM applied"
+)

@@ -81,7 +81,10 @@ class LocalExecutor:
         self._offsets: dict[str, int] = {}
         self._pending: set[asyncio.Task[object]] = set()
         self._executor = AttemptExecutor(
-            python_workers=parallelism, on_output=self._output, on_done=self._done
+            python_workers=parallelism,
+            on_output=self._output,
+            on_done=self._done,
+            task_database_url=engine.url.render_as_string(hide_password=False),
         )
         self.completed = 0
 

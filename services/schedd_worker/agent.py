@@ -42,6 +42,7 @@ class WorkerAgent:
             kill_grace=config.kill_grace,
             on_output=self._output,
             on_done=self._done,
+            task_database_url=config.task_database_url,
         )
         self._unacked: dict[str, worker_pb2.TaskResult] = {}
         self._acked = asyncio.Event()

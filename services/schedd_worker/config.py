@@ -23,3 +23,5 @@ class WorkerConfig:
     drain_grace: float = 60.0
     #: Warm Python processes; 0 for as many as the capacity.
     python_workers: int = 0
+    #: The metadata database, for transactional tasks only; empty: such tasks fail with a clear error.
+    task_database_url: str = ""

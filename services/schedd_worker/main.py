@@ -58,6 +58,9 @@ def cli(
     python_workers: int = typer.Option(
         0, envvar="SCHEDD_PYTHON_WORKERS", min=0, help="0: as many as capacity"
     ),
+    task_database_url: str = typer.Option(
+        "", envvar="SCHEDD_TASK_DATABASE_URL", help="the metadata database, for transactional tasks"
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a worker: connect to a registry and run the tasks it assigns. SIGTERM drains it."""
@@ -74,6 +77,7 @@ def cli(
         lease_ttl=lease_ttl,
         drain_grace=drain_grace,
         python_workers=python_workers,
+        task_database_url=task_database_url,
     )
     asyncio.run(serve(config))
 

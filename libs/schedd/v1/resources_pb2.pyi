@@ -288,6 +288,7 @@ class TaskSpec(_message.Message):
     ON_FAILURE_FIELD_NUMBER: _builtins.int
     ON_RETRY_FIELD_NUMBER: _builtins.int
     ON_SUCCESS_FIELD_NUMBER: _builtins.int
+    TRANSACTIONAL_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     retries: _builtins.int
     retry_exponential_backoff: _builtins.bool
@@ -303,6 +304,11 @@ class TaskSpec(_message.Message):
     """
     max_active_instances: _builtins.int
     """At most this many instances of this task run at once across all runs; 0 for no limit."""
+    transactional: _builtins.bool
+    """A Python task whose database work and its own success commit in one transaction on the
+    metadata database: it receives the open connection, and if its attempt is no longer current
+    when it finishes, everything it wrote is rolled back. It takes effect once.
+    """
     @_builtins.property
     def upstream(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Ids of the tasks that must finish before this one, per its trigger rule."""
@@ -352,10 +358,11 @@ class TaskSpec(_message.Message):
         on_failure: _abc.Iterable[Global___Callback] | None = ...,
         on_retry: _abc.Iterable[Global___Callback] | None = ...,
         on_success: _abc.Iterable[Global___Callback] | None = ...,
+        transactional: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "env", b"env", "execution_timeout", b"execution_timeout", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "shell", b"shell", "task_id", b"task_id", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "env", b"env", "execution_timeout", b"execution_timeout", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "shell", b"shell", "task_id", b"task_id", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015

@@ -383,6 +383,7 @@ class Assignment(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _builtins.int
     PARAMS_FIELD_NUMBER: _builtins.int
     UPSTREAM_RESULTS_JSON_FIELD_NUMBER: _builtins.int
+    TRANSACTIONAL_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     run_id: _builtins.str
     task_id: _builtins.str
@@ -390,6 +391,8 @@ class Assignment(_message.Message):
     """Stable for this attempt; tasks use it to deduplicate their side effects."""
     upstream_results_json: _builtins.str
     """JSON object of the values returned by the task's direct upstream tasks, by task id."""
+    transactional: _builtins.bool
+    """Commit the task's database work with its success (see TaskSpec.transactional)."""
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
     @_builtins.property
@@ -421,10 +424,11 @@ class Assignment(_message.Message):
         idempotency_key: _builtins.str = ...,
         params: _struct_pb2.Struct | None = ...,
         upstream_results_json: _builtins.str = ...,
+        transactional: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "execution_timeout", b"execution_timeout", "logical_date", b"logical_date", "params", b"params", "python", b"python", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "dag_id", b"dag_id", "env", b"env", "execution_timeout", b"execution_timeout", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "params", b"params", "python", b"python", "run_id", b"run_id", "shell", b"shell", "task_id", b"task_id", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "dag_id", b"dag_id", "env", b"env", "execution_timeout", b"execution_timeout", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "params", b"params", "python", b"python", "run_id", b"run_id", "shell", b"shell", "task_id", b"task_id", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015

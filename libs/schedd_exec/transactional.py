@@ -1,0 +1,54 @@
+"""Running a transactional Python task: its database work and its own success in one transaction.
+
+The task gets an open asyncpg ``connection`` inside a transaction on the metadata database. When
+it returns, the same transaction marks its attempt succeeded, conditional on the attempt still
+being current. If the attempt was superseded meanwhile (failed over, cleared, cancelled), no row
+matches and everything the task wrote is rolled back, so from the scheduler's view the task takes
+effect exactly once. If the task raises, everything is rolled back too and the attempt fails (and
+retries) as usual. Runs in the warm Python child; imported only when such a task runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped, unused-ignore]
+
+
+class StaleAttemptRolledBack(Exception):
+    """The attempt was no longer current when the task finished; its writes were rolled back."""
+
+
+async def run_in_transaction(
+    func: Callable[..., Any], kwargs: dict[str, Any], wants_connection: bool, transaction: dict[str, Any]
+) -> Any:
+    from schedd_store.statements import COMMIT_TRANSACTIONAL_SUCCESS
+
+    started = datetime.fromisoformat(transaction["started_at"])
+    conn = await asyncpg.connect(transaction["dsn"])
+    try:
+        async with conn.transaction():
+            if wants_connection:
+                kwargs = {**kwargs, "connection": conn}
+            result = func(**kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            encoded = None if result is None else json.dumps(result)
+            row = await conn.fetchrow(
+                COMMIT_TRANSACTIONAL_SUCCESS,
+                int(transaction["ti_id"]),
+                transaction["attempt_id"],
+                started,
+                encoded,
+            )
+            if row is None:
+                raise StaleAttemptRolledBack(
+                    "the attempt is no longer current; everything the task wrote was rolled back"
+                )
+        return result
+    finally:
+        await conn.close()
