@@ -1,23 +1,32 @@
-"""A lease kept alive, with a fail-stop deadline measured on the monotonic clock.
+"""A lease kept alive on a thread of its own, with a fail-stop deadline on the monotonic clock.
 
 The holder of a :class:`KeptLease` may act on it only while ``valid`` is true.
-Validity ends at ``last_renewal_sent + ttl - safety_margin`` (monotonic), where
-``last_renewal_sent`` is when the newest *acknowledged* keep-alive was sent.
-etcd cannot expire the lease before ``ttl`` has passed since it received that
-keep-alive, which was after we sent it, so as long as the local clock does not
-run slower than etcd's by more than ``safety_margin`` over one TTL, we stop
-before anyone else can be given what the lease protects.
+Validity ends at ``last_renewal_sent + renew_deadline`` (monotonic), where
+``last_renewal_sent`` is when the newest *acknowledged* keep-alive was sent
+(:class:`LeaseDeadline`, pure and tested with a fake clock). etcd cannot expire the
+lease before ``ttl`` has passed since it received that keep-alive, which was after we
+sent it. So the holder stops before anyone else can be given what the lease protects
+as long as its monotonic clock runs at least ``renew_deadline / ttl`` as fast as etcd's
+(0.7 with the defaults: a local clock up to 30 % slow is tolerated) and what it does
+after its last check of ``valid`` takes less than ``ttl - renew_deadline`` of etcd time.
 
-What is not guaranteed: anything under a clock that runs much slower than
-etcd's, or a process paused (SIGSTOP, GC) between checking ``valid`` and
-acting. The second is what fencing tokens in PostgreSQL are for.
+The keep-alive stream and the watchdog run on their own thread, with their own event
+loop and their own connection to etcd, so a holder whose event loop is busy (a large
+scheduling pass, a slow callback) still renews in time, and ``remaining()`` is always
+current. ``lost`` is an event of the caller's loop; it is set from the lease thread.
+
+What is not guaranteed: anything under a clock that runs much slower than etcd's; and
+that a holder paused (SIGSTOP, a long GC) between checking ``valid`` and acting does
+not act late. The second is what fencing tokens in PostgreSQL are for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -26,6 +35,9 @@ from schedd_coord.errors import CoordinationError
 from schedd_core.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
+
+#: Seconds ``stop`` waits for the lease thread to finish (a revoke has a deadline of its own).
+STOP_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -54,53 +66,151 @@ class LeaseTiming:
                 f"(retry_period={self.retry_period})"
             )
 
+    @property
+    def margin(self) -> float:
+        """Seconds between the holder's own deadline and the earliest expiry in etcd."""
+        return self.ttl - self.renew_deadline
+
+    @property
+    def tolerated_clock_rate(self) -> float:
+        """The slowest local clock rate, relative to etcd's, under which fail-stop still holds."""
+        return self.renew_deadline / self.ttl
+
+
+class LeaseDeadline:
+    """When the holder of a lease must stop, from the keep-alives etcd acknowledged.
+
+    Pure bookkeeping on an injected clock: ``acknowledged(sent_at)`` records that the
+    keep-alive sent at monotonic time ``sent_at`` was answered with a positive TTL.
+    Acknowledgements may arrive out of order; only the newest send time counts.
+    """
+
+    def __init__(self, timing: LeaseTiming, clock: Clock) -> None:
+        self._timing = timing
+        self._clock = clock
+        self._last_ok = float("-inf")
+        self._gone = False
+
+    def acknowledged(self, sent_at: float) -> None:
+        self._last_ok = max(self._last_ok, sent_at)
+
+    def gone(self) -> None:
+        """etcd said the lease no longer exists: stop at once, whatever was acknowledged before."""
+        self._gone = True
+
+    @property
+    def until(self) -> float:
+        """The monotonic time at which validity ends (-inf once gone)."""
+        return float("-inf") if self._gone else self._last_ok + self._timing.renew_deadline
+
+    def remaining(self) -> float:
+        return self.until - self._clock.monotonic()
+
+    @property
+    def valid(self) -> bool:
+        return self.remaining() > 0
+
 
 class KeptLease:
-    """Grants a lease and keeps it alive until stopped or lost.
+    """Grants a lease and keeps it alive, on a thread of its own, until stopped or lost.
 
     ``lost`` is set when validity ends: the deadline passed without a successful
     keep-alive, or etcd reported the lease gone. It is never cleared; take a new lease.
     """
 
-    def __init__(self, client: EtcdClient, timing: LeaseTiming, clock: Clock | None = None) -> None:
-        self._client = client
+    def __init__(
+        self, endpoints: str, timing: LeaseTiming, clock: Clock | None = None, *, rpc_timeout: float = 2.0
+    ) -> None:
+        self._endpoints = endpoints
         self._timing = timing
         self._clock = clock or SystemClock()
+        self._rpc_timeout = rpc_timeout
+        self.deadline = LeaseDeadline(timing, self._clock)
         self.lease_id = 0
         self.lost = asyncio.Event()
-        self._last_ok = 0.0
-        self._tasks: list[asyncio.Task[None]] = []
+        self._owner: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._revoke = False
 
     @property
     def valid(self) -> bool:
-        return not self.lost.is_set() and self.remaining() > 0
+        return not self.lost.is_set() and self.deadline.valid
 
     def remaining(self) -> float:
         """Seconds until this holder must stop acting on the lease."""
-        return self._last_ok + self._timing.renew_deadline - self._clock.monotonic()
+        return self.deadline.remaining()
 
     async def start(self) -> int:
-        sent = self._clock.monotonic()
-        self.lease_id = await self._client.grant(self._timing.ttl)
-        self._last_ok = sent
-        self._tasks = [
-            asyncio.create_task(self._keep_alive(), name="lease-keepalive"),
-            asyncio.create_task(self._watchdog(), name="lease-watchdog"),
-        ]
+        """Grant the lease and start keeping it alive; returns the lease id."""
+        self._owner = asyncio.get_running_loop()
+        granted: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._thread_main, args=(granted,), name="lease", daemon=True)
+        self._thread.start()
+        self.lease_id = await asyncio.wrap_future(granted)
         return self.lease_id
 
     async def stop(self, *, revoke: bool) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Stop keeping the lease alive (and revoke it, if asked); ``lost`` is set afterwards."""
+        self._revoke = revoke
+        loop, requested = self._thread_loop, self._stop_requested
+        if loop is not None and requested is not None:
+            with contextlib.suppress(RuntimeError):  # the thread's loop already closed
+                loop.call_soon_threadsafe(requested.set)
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, STOP_TIMEOUT)
         self.lost.set()
-        if revoke and self.lease_id:
-            with contextlib.suppress(CoordinationError):
-                await self._client.revoke(self.lease_id)
 
-    async def _keep_alive(self) -> None:
+    # -- the lease thread --------------------------------------------------------------------------
+
+    def _thread_main(self, granted: concurrent.futures.Future[int]) -> None:
+        try:
+            asyncio.run(self._serve(granted))
+        except BaseException as exc:  # never leave the starter waiting
+            if not granted.done():
+                granted.set_exception(exc)
+        finally:
+            self._mark_lost()
+
+    def _mark_lost(self) -> None:
+        owner = self._owner
+        if owner is not None:
+            with contextlib.suppress(RuntimeError):  # the owner's loop is closed: nobody is waiting
+                owner.call_soon_threadsafe(self.lost.set)
+
+    async def _serve(self, granted: concurrent.futures.Future[int]) -> None:
+        self._thread_loop = asyncio.get_running_loop()
+        self._stop_requested = asyncio.Event()
+        client = EtcdClient(self._endpoints, timeout=self._rpc_timeout)
+        try:
+            sent = self._clock.monotonic()
+            try:
+                lease_id = await client.grant(self._timing.ttl)
+            except CoordinationError as exc:
+                granted.set_exception(exc)
+                return
+            self.deadline.acknowledged(sent)
+            self.lease_id = lease_id
+            granted.set_result(lease_id)
+            workers = [
+                asyncio.create_task(self._keep_alive(client), name="lease-keepalive"),
+                asyncio.create_task(self._watchdog(), name="lease-watchdog"),
+            ]
+            stop = asyncio.create_task(self._stop_requested.wait())
+            await asyncio.wait({stop, *workers}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (stop, *workers):
+                task.cancel()
+            await asyncio.gather(stop, *workers, return_exceptions=True)
+            self.deadline.gone()
+            self._mark_lost()
+            if self._revoke:
+                with contextlib.suppress(CoordinationError):
+                    await client.revoke(lease_id)
+        finally:
+            await client.close()
+
+    async def _keep_alive(self, client: EtcdClient) -> None:
         sent_at: list[float] = []
 
         async def ticks() -> AsyncIterator[None]:
@@ -109,15 +219,15 @@ class KeptLease:
                 yield None
                 await asyncio.sleep(self._timing.retry_period)
 
-        while not self.lost.is_set():
+        while True:
             try:
-                async for ttl in self._client.keepalive_stream(self.lease_id, ticks()):
+                async for ttl in client.keepalive_stream(self.lease_id, ticks()):
                     when = sent_at.pop(0) if sent_at else self._clock.monotonic()
                     if ttl <= 0:
                         log.warning("lease %x is gone", self.lease_id)
-                        self.lost.set()
+                        self.deadline.gone()
                         return
-                    self._last_ok = max(self._last_ok, when)
+                    self.deadline.acknowledged(when)
             except CoordinationError as exc:
                 log.warning("lease keep-alive failed: %s", exc)
             sent_at.clear()
@@ -126,11 +236,10 @@ class KeptLease:
 
     async def _watchdog(self) -> None:
         while True:
-            remaining = self.remaining()
+            remaining = self.deadline.remaining()
             if remaining <= 0:
                 log.warning(
                     "lease %x: no keep-alive for %.2fs; stopping", self.lease_id, self._timing.renew_deadline
                 )
-                self.lost.set()
                 return
             await asyncio.sleep(remaining)

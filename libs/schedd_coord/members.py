@@ -1,8 +1,9 @@
 """Worker membership in etcd: each worker keeps ``/schedd/workers/{id}`` under its own lease.
 
-When a worker dies or is cut off, its lease ends and etcd deletes the key; the
-leading scheduler, watching the prefix, fails over that worker's attempts at
-once instead of waiting for a heartbeat timeout.
+When a worker dies or is cut off, its lease ends and etcd deletes the key. The leading
+scheduler lists the keys (a linearizable read) before it fails over attempts, because a
+worker without a live key is allowed to run unheard only for its shorter fence window;
+and it watches the prefix to look again as soon as a key goes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ def worker_key(worker_id: str) -> bytes:
 
 async def announce_worker(client: EtcdClient, worker_id: str, incarnation: str, lease_id: int) -> None:
     await client.put(worker_key(worker_id), json.dumps({"incarnation": incarnation}).encode(), lease=lease_id)
+
+
+async def leased_workers(client: EtcdClient) -> list[str]:
+    """The ids of the workers whose liveness key exists now (their lease is alive in etcd)."""
+    return sorted(kv.key[len(WORKERS_PREFIX) :].decode() for kv in await client.get_prefix(WORKERS_PREFIX))
 
 
 async def departed_workers(client: EtcdClient) -> AsyncIterator[list[str]]:

@@ -48,5 +48,12 @@ class FencedOut(ScheddError):
         self.current = current
 
 
+class LeaseExpired(ScheddError):
+    """A scheduler's lease could no longer be trusted when it was about to commit (fail-stop).
+
+    Nothing of the transaction was committed; the term is over.
+    """
+
+
 class Unavailable(ScheddError):
     """A dependency (etcd, PostgreSQL, a peer service) cannot be reached right now."""

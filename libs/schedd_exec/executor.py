@@ -3,6 +3,11 @@
 Each attempt runs as one asyncio task keyed by its attempt id. ``cancel`` stops
 an attempt (its process is terminated) and reports it abandoned, so it runs again
 elsewhere; an attempt is reported exactly once, through ``on_done``.
+
+Every attempt's process group is watched by the executor's reaper process
+(``schedd_exec.reaper``); the owner of the executor tells it, through ``reaper``,
+until when the attempts may run. If the reaper dies, every attempt is stopped and
+a new reaper is started.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from google.protobuf.json_format import MessageToDict
 from schedd.v1 import worker_pb2
 from schedd_exec.outcome import Outcome
 from schedd_exec.python_pool import PythonPool
+from schedd_exec.reaper import Reaper
 from schedd_exec.shell import run_shell
 from schedd_store.engine import asyncpg_dsn
 
@@ -43,12 +49,24 @@ class AttemptExecutor:
         self._task_dsn = asyncpg_dsn(task_database_url) if task_database_url else ""
         self._on_output = on_output
         self._on_done = on_done
-        self._pool = PythonPool(python_workers, kill_grace=kill_grace) if python_workers > 0 else None
+        self.reaper = Reaper()
+        self._pool = (
+            PythonPool(python_workers, kill_grace=kill_grace, reaper=self.reaper)
+            if python_workers > 0
+            else None
+        )
         self._running: dict[str, tuple[worker_pb2.Assignment, asyncio.Task[None]]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        self._reaper_watch: asyncio.Task[None] | None = None
+
+    @property
+    def kill_grace(self) -> float:
+        return self._kill_grace
 
     async def start(self) -> None:
+        await self.reaper.start()
+        self._reaper_watch = asyncio.create_task(self._keep_reaper(), name="reaper-watch")
         if self._pool is not None:
             await self._pool.start()
 
@@ -56,6 +74,18 @@ class AttemptExecutor:
         await self.cancel_all("the executor is closing")
         if self._pool is not None:
             await self._pool.close()
+        if self._reaper_watch is not None:
+            self._reaper_watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper_watch
+        await self.reaper.close()
+
+    async def _keep_reaper(self) -> None:
+        while True:
+            code = await self.reaper.wait()
+            log.error("the reaper process exited (%s); stopping every attempt and starting a new one", code)
+            await self.cancel_all("the reaper process died")
+            await self.reaper.start()
 
     async def run_callback(
         self, target: str, event: dict[str, Any], timeout: float = 60.0
@@ -143,6 +173,7 @@ class AttemptExecutor:
                 timeout=timeout,
                 kill_grace=self._kill_grace,
                 on_output=sink,
+                reaper=self.reaper,
             )
         if action == "python":
             if self._pool is None:

@@ -29,6 +29,10 @@ Guaranteed:
   ``max_output_bytes / 2`` bytes are kept, with a marker for what was cut.
 * The return value must be JSON-serialisable and at most ``max_result_bytes``
   of JSON, or the task fails with an error naming the problem.
+* With a ``reaper`` (``schedd_exec.reaper``), a child's process group is watched by the
+  worker's reaper process while it runs a task, so it is killed if the worker dies or can no
+  longer vouch for the attempt, and a child being stopped is SIGKILLed after ``kill_grace``
+  even if the worker freezes meanwhile.
 * :meth:`PythonPool.close` stops every child and its process group, with
   bounded waits. If the worker process dies without closing the pool, each
   child gets SIGKILL from the kernel (Linux ``PR_SET_PDEATHSIG``, which
@@ -60,11 +64,14 @@ import signal
 import struct
 import sys
 import tempfile
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
+
+from schedd_exec.reaper import Reaper
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +197,7 @@ class PythonPool:
         max_result_bytes: int = 64 * 1024,
         kill_grace: float = 2.0,
         recycle_after: int = 1000,
+        reaper: Reaper | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("size must be at least 1")
@@ -201,6 +209,7 @@ class PythonPool:
         self._max_result_bytes = max_result_bytes
         self._kill_grace = kill_grace
         self._recycle_after = recycle_after
+        self._reaper = reaper
         self._cwd = os.getcwd()
         self._children: set[_Child] = set()
         self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
@@ -299,6 +308,8 @@ class PythonPool:
         fut: asyncio.Future[_Reply] = loop.create_future()
         child.pending = fut
         child.busy = True
+        if self._reaper is not None:
+            self._reaper.watch(child.pid)
         started = datetime.now(UTC)
         timer = None
         try:
@@ -310,6 +321,8 @@ class PythonPool:
             reply = await fut
         except BaseException:
             # Cancelled (or something unexpected): the task must stop.
+            if self._reaper is not None:
+                self._reaper.kill_at(child.pid, time.monotonic() + self._kill_grace)
             child.signal(signal.SIGTERM)
             child.kill_reason = "run() was cancelled"
             child.pending = None
@@ -341,6 +354,8 @@ class PythonPool:
                     child.kill_reason = "protocol error"
                 else:
                     child.tasks_done += 1
+                    if self._reaper is not None:
+                        self._reaper.forget(child.pid)
                     if reply.get("recycle") or child.tasks_done >= self._recycle_after:
                         self._discard(child, graceful=True)
                     else:
@@ -516,6 +531,8 @@ class PythonPool:
             child.signal(signal.SIGKILL)  # whatever the task left running in the child's group
             if child.proc.stdin is not None:
                 child.proc.stdin.close()
+            if self._reaper is not None:
+                self._reaper.forget(child.pid)
         finally:
             # Runs as a task: it is done only after this returns, so close the output in a callback.
             asyncio.get_running_loop().call_soon(child.close_output_if_unused)

@@ -1,10 +1,13 @@
 """Running a shell command as one attempt.
 
-The command runs under ``/bin/sh -c`` in its own process group with the attempt's
-environment on top of the caller's. Output (stdout and stderr, merged) is passed
-to ``on_output`` as it arrives. The execution timeout, when set, is enforced:
-SIGTERM to the process group, then SIGKILL after ``kill_grace``. Cancelling the
-coroutine stops the command the same way.
+The command runs under ``/bin/sh -c`` in a session (and so a process group) of its own with
+the attempt's environment on top of the caller's. Output (stdout and stderr, merged) is passed
+to ``on_output`` as it arrives. The execution timeout, when set, is enforced: SIGTERM to the
+process group, then SIGKILL after ``kill_grace``. Cancelling the coroutine stops the command
+the same way. When the shell exits, whatever it left running in its group is killed: what a
+task starts ends with it. With a ``reaper``, the group is watched by the worker's reaper process
+while it runs (killed if the worker dies or can no longer vouch for it), and a group being
+stopped is SIGKILLed by the reaper after the grace even if the worker freezes meanwhile.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from schedd_exec.deathsig import death_signal_prefix
 from schedd_exec.outcome import Outcome
+from schedd_exec.reaper import Reaper
 
 OUTPUT_TAIL_BYTES = 2000
 READ_CHUNK = 64 * 1024
@@ -30,6 +35,7 @@ async def run_shell(
     timeout: float | None,
     kill_grace: float,
     on_output: Callable[[bytes], None] | None = None,
+    reaper: Reaper | None = None,
 ) -> Outcome:
     started = datetime.now(UTC)
     proc = await asyncio.create_subprocess_exec(
@@ -43,6 +49,8 @@ async def run_shell(
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
+    if reaper is not None:
+        reaper.watch(proc.pid)
     tail = bytearray()
 
     async def pump() -> None:
@@ -57,24 +65,34 @@ async def run_shell(
     try:
         await asyncio.wait_for(pump(), timeout)
     except TimeoutError:
-        await terminate(proc, kill_grace)
+        await terminate(proc, kill_grace, reaper)
         return Outcome(False, -1, f"execution timeout of {timeout:g}s exceeded", started, datetime.now(UTC))
     except asyncio.CancelledError:
-        await terminate(proc, kill_grace)
+        await terminate(proc, kill_grace, reaper)
         raise
+    finally:
+        _kill_group(proc.pid)  # whatever the command left running in its group
+        if reaper is not None:
+            reaper.forget(proc.pid)
     code = proc.returncode if proc.returncode is not None else -1
     text = tail.decode(errors="replace")
     error = "" if code == 0 else f"exit code {code}" + (f"; output tail:\n{text}" if text else "")
     return Outcome(code == 0, code, error, started, datetime.now(UTC))
 
 
-async def terminate(proc: asyncio.subprocess.Process, grace: float) -> None:
-    """SIGTERM the process group, then SIGKILL it after ``grace`` seconds."""
+async def terminate(proc: asyncio.subprocess.Process, grace: float, reaper: Reaper | None = None) -> None:
+    """SIGTERM the process group, then SIGKILL it after ``grace`` seconds (by the reaper too)."""
+    if reaper is not None:
+        reaper.kill_at(proc.pid, time.monotonic() + grace)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
         await asyncio.wait_for(proc.wait(), grace)
     except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         await proc.wait()
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

@@ -27,7 +27,10 @@ async def register_dag(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[DagRecord
         await conn.execute(sql.LOCK_DAG, {"dag_id": spec.dag_id})
         params = {"dag_id": spec.dag_id, "version_hash": vhash}
         inserted = (
-            await conn.execute(sql.INSERT_DAG_VERSION, {**params, "spec": spec.SerializeToString()})
+            await conn.execute(
+                sql.INSERT_DAG_VERSION,
+                {**params, "spec": spec.SerializeToString(), "task_count": len(spec.tasks)},
+            )
         ).scalar()
         version_id = inserted or (await conn.execute(sql.FIND_DAG_VERSION, params)).scalar_one()
         await conn.execute(sql.SET_LATEST_VERSION, {"dag_id": spec.dag_id, "version_id": version_id})

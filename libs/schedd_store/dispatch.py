@@ -199,20 +199,24 @@ async def _mark_lost(conn: AsyncConnection, attempts: Sequence[AttemptRef]) -> l
     return [r.id for r in rows]
 
 
-async def record_heartbeats(engine: AsyncEngine, worker_id: str, attempts: Sequence[AttemptRef]) -> set[str]:
-    """Record heartbeats; returns the attempt ids that are no longer current (to cancel)."""
+async def record_worker_heartbeat(
+    engine: AsyncEngine, worker_id: str, attempts: Sequence[AttemptRef]
+) -> set[str]:
+    """Record that the worker was heard now (running ``attempts``); returns the attempt ids among
+    them that are no longer current on that worker, for it to stop. The heartbeat is stored when
+    this returns."""
     async with engine.begin() as conn:
-        current: set[str] = set()
-        if attempts:
-            rows = (
-                await conn.execute(
-                    sql.RECORD_HEARTBEATS,
-                    {"ti_ids": [a.ti_id for a in attempts], "attempt_ids": [a.attempt_id for a in attempts]},
-                )
-            ).all()
-            current = {str(r.attempt_id) for r in rows}
-        await conn.execute(sql.UPDATE_WORKER_LOAD, {"worker_id": worker_id, "running": len(attempts)})
-    return {a.attempt_id for a in attempts} - current
+        rows = (
+            await conn.execute(
+                sql.RECORD_WORKER_HEARTBEAT,
+                {
+                    "worker_id": worker_id,
+                    "ti_ids": [a.ti_id for a in attempts],
+                    "attempt_ids": [a.attempt_id for a in attempts],
+                },
+            )
+        ).all()
+    return {str(r.attempt_id) for r in rows}
 
 
 async def append_logs(engine: AsyncEngine, chunks: Sequence[LogChunk]) -> None:
@@ -243,9 +247,12 @@ async def register_worker(
     registry: str,
     incarnation: str,
     running: Sequence[AttemptRef],
+    fence_window: float,
+    silence_limit: float,
 ) -> bool:
-    """Record a connecting worker and mark every attempt assigned to it that it does not report
-    running as lost. Returns whether a drain was requested for it."""
+    """Record a connecting worker, with the windows its registry granted it (how long it may run
+    attempts unheard without and with an etcd lease), and mark every attempt assigned to it that it
+    does not report running as lost. Returns whether a drain was requested for it."""
     async with engine.begin() as conn:
         drain = (
             await conn.execute(
@@ -258,6 +265,8 @@ async def register_worker(
                     "code_version": code_version,
                     "registry": registry,
                     "incarnation": incarnation,
+                    "fence_window": fence_window,
+                    "silence_limit": silence_limit,
                 },
             )
         ).scalar_one()

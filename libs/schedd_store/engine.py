@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
@@ -16,17 +20,29 @@ def make_engine(
 
     ``server_settings`` are PostgreSQL settings for every connection of the engine, e.g.
     ``idle_in_transaction_session_timeout``.
+
+    A pooled connection that the server closed (PostgreSQL restarted, the backend was
+    terminated) is noticed when it is checked out and replaced with a new one, so the first
+    request after a database restart does not fail on a dead connection. This costs no round
+    trip: asyncpg learns that its socket closed as soon as the server closes it.
     """
-    return create_async_engine(
+    engine = create_async_engine(
         database_url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        # No ping per checkout: it would cost a round trip on every transaction of the hot path.
-        # A connection that broke fails its transaction, is discarded, and the caller retries.
         pool_pre_ping=False,
         pool_recycle=3600,
         connect_args={"server_settings": {"application_name": application_name, **(server_settings or {})}},
     )
+    event.listen(engine.sync_engine.pool, "checkout", _replace_closed)
+    return engine
+
+
+def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    raw = getattr(dbapi_connection, "_connection", None)
+    if raw is not None and raw.is_closed():
+        # The pool discards this connection and checks out (or opens) another.
+        raise DisconnectionError("the server closed this pooled connection")
 
 
 def asyncpg_dsn(database_url: str) -> str:

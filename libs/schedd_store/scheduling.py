@@ -26,6 +26,7 @@ from schedd_core.retry import retry_delay
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
 from schedd_store import channels
 from schedd_store import statements as sql
+from schedd_store.fence import FencedConnection
 
 #: Waiting task instances read per page when admitting from a pool.
 WAITING_PAGE = 500
@@ -59,10 +60,20 @@ async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
     return [int(r[0]) for r in (await conn.execute(sql.UNFINISHED_RUNS)).all()]
 
 
-async def load_runs(conn: AsyncConnection, run_pks: Sequence[int]) -> list[PlanningRun]:
-    """Lock the unfinished runs among ``run_pks`` and read the states of their task instances."""
+async def load_runs(
+    conn: FencedConnection, run_pks: Sequence[int], *, budget: int
+) -> tuple[list[PlanningRun], list[int]]:
+    """Lock the unfinished runs among ``run_pks`` whose task counts add up to at most ``budget``
+    (oldest logical date first; at least one run) and read the states of their task instances.
+    Returns the runs and the unfinished runs left for a later pass."""
     runs: dict[int, PlanningRun] = {}
-    for r in (await conn.execute(sql.LOCK_RUNS_AND_LOAD_TASKS, {"run_pks": list(run_pks)})).all():
+    deferred: list[int] = []
+    rows = (
+        await conn.execute(sql.LOCK_RUNS_AND_LOAD_TASKS, {"run_pks": list(run_pks), "budget": budget})
+    ).all()
+    for r in rows:
+        if not deferred and r.deferred:
+            deferred = [int(pk) for pk in r.deferred]
         run = runs.get(r.run_pk)
         if run is None:
             run = runs[r.run_pk] = PlanningRun(
@@ -83,15 +94,15 @@ async def load_runs(conn: AsyncConnection, run_pks: Sequence[int]) -> list[Plann
             )
             run.ti_ids[r.task_id] = r.id
             run.tries[r.task_id] = int(r.try_number)
-    return list(runs.values())
+    return list(runs.values()), deferred
 
 
-async def running_runs(conn: AsyncConnection, dag_ids: Sequence[str]) -> dict[str, int]:
+async def running_runs(conn: FencedConnection, dag_ids: Sequence[str]) -> dict[str, int]:
     rows = (await conn.execute(sql.RUNNING_RUNS_OF_DAGS, {"dag_ids": list(dag_ids)})).all()
     return {r.dag_id: int(r.running) for r in rows}
 
 
-async def queued_runs(conn: AsyncConnection, dag_ids: Sequence[str]) -> list[int]:
+async def queued_runs(conn: FencedConnection, dag_ids: Sequence[str]) -> list[int]:
     return [
         int(r.id) for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": list(dag_ids)})).all()
     ]
@@ -108,12 +119,12 @@ class _Ready:
 
 
 async def apply_plans(
-    conn: AsyncConnection,
+    conn: FencedConnection,
     token: int,
     plans: Sequence[tuple[PlanningRun, DagGraph, RunPlan]],
     *,
     graph_of: Callable[[int], DagGraph] | None = None,
-    load_graphs: Callable[[AsyncConnection, set[int]], Any] | None = None,
+    load_graphs: Callable[[FencedConnection, set[int]], Any] | None = None,
     rng: random.Random | None = None,
 ) -> PassOutcome:
     """Write every plan of one scheduling pass, admitting ready task instances under pools and limits.
@@ -325,11 +336,11 @@ async def apply_plans(
 
 
 async def _admit(
-    conn: AsyncConnection,
+    conn: FencedConnection,
     ready: list[_Ready],
     graphs_by_dag: dict[str, DagGraph],
     graph_of: Callable[[int], DagGraph] | None,
-    load_graphs: Callable[[AsyncConnection, set[int]], Any] | None,
+    load_graphs: Callable[[FencedConnection, set[int]], Any] | None,
 ) -> list[Candidate]:
     """Decide which ready task instances queue now. Task instances already waiting in the same pools
     (from any run) compete in the same order, so the oldest and most important go first."""
@@ -434,33 +445,37 @@ class FailedOver:
     run_pk: int
     state: str
     queue: str
+    reason: str
 
 
 async def fail_over_lost_attempts(
-    conn: AsyncConnection,
+    conn: FencedConnection,
     token: int,
     *,
-    threshold: float,
-    dead_workers: Sequence[str],
+    leased_workers: Sequence[str] | None,
+    fallback_limit: float,
     max_lost: int,
-    reason: str,
 ) -> list[FailedOver]:
-    """Fail over running attempts with no heartbeat for ``threshold`` seconds or whose worker's
-    lease ended: each is queued again with a new attempt (or failed after ``max_lost`` losses).
-    Wakes the registries for the queued ones."""
+    """Fail over running attempts that are lost: reported lost by their worker's registry, or whose
+    worker was not heard for longer than its registry allowed it to run unheard (its silence limit
+    while it holds an etcd lease, its shorter fence window without one; ``leased_workers`` are the
+    ids that hold one now; None when that is not known, which counts as held). Each is queued again
+    with a new attempt (or failed after ``max_lost`` losses). Wakes the registries for the queued
+    ones."""
     rows = (
         await conn.execute(
             sql.FAIL_OVER_LOST_ATTEMPTS,
             {
-                "threshold": threshold,
-                "dead_workers": list(dead_workers),
+                "leased": None if leased_workers is None else list(leased_workers),
+                "fallback_limit": fallback_limit,
                 "max_lost": max_lost,
-                "reason": reason,
                 "token": token,
             },
         )
     ).all()
-    result = [FailedOver(ti_id=r.id, run_pk=r.run_pk, state=r.state, queue=r.queue) for r in rows]
+    result = [
+        FailedOver(ti_id=r.id, run_pk=r.run_pk, state=r.state, queue=r.queue, reason=r.reason) for r in rows
+    ]
     if result:
         queues = sorted({f.queue for f in result if f.state == TaskState.QUEUED})
         queued = sum(1 for f in result if f.state == TaskState.QUEUED)
@@ -471,7 +486,17 @@ async def fail_over_lost_attempts(
     return result
 
 
-async def seconds_until_heartbeat_due(conn: AsyncConnection, threshold: float) -> float | None:
-    """Seconds until the oldest running attempt's heartbeat passes ``threshold``; None if none runs."""
-    value = (await conn.execute(sql.SECONDS_UNTIL_HEARTBEAT_DUE, {"threshold": threshold})).scalar()
+async def seconds_until_attempt_lost(
+    conn: AsyncConnection, *, leased_workers: Sequence[str] | None, fallback_limit: float
+) -> float | None:
+    """Seconds until the first running attempt can be lost (0 or less: now); None if none runs."""
+    value = (
+        await conn.execute(
+            sql.SECONDS_UNTIL_ATTEMPT_LOST,
+            {
+                "leased": None if leased_workers is None else list(leased_workers),
+                "fallback_limit": fallback_limit,
+            },
+        )
+    ).scalar()
     return None if value is None else float(value)

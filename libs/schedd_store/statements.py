@@ -36,6 +36,12 @@ RAISE_FENCE = _sql(
 
 READ_FENCE = _sql("SELECT token, holder, raised_at FROM scheduler_fence WHERE id = 1")
 
+
+def set_local_lock_timeout(milliseconds: int) -> TextClause:
+    """Bounds how long the rest of the transaction waits for any lock (SET takes no parameters)."""
+    return _sql(f"SET LOCAL lock_timeout = {int(milliseconds)}")
+
+
 # --- DAGs ------------------------------------------------------------------------------------------
 
 ENSURE_DAG = _sql("INSERT INTO dags (dag_id) VALUES (:dag_id) ON CONFLICT (dag_id) DO NOTHING")
@@ -43,7 +49,8 @@ ENSURE_DAG = _sql("INSERT INTO dags (dag_id) VALUES (:dag_id) ON CONFLICT (dag_i
 LOCK_DAG = _sql("SELECT latest_version_id FROM dags WHERE dag_id = :dag_id FOR UPDATE")
 
 INSERT_DAG_VERSION = _sql(
-    "INSERT INTO dag_versions (dag_id, version_hash, spec) VALUES (:dag_id, :version_hash, :spec) "
+    "INSERT INTO dag_versions (dag_id, version_hash, spec, task_count) "
+    "VALUES (:dag_id, :version_hash, :spec, :task_count) "
     "ON CONFLICT ON CONSTRAINT dag_versions_dag_hash_key DO NOTHING RETURNING id"
 )
 
@@ -109,16 +116,24 @@ LIST_TASK_INSTANCES = _sql(
 
 UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
 
-#: Locks the unfinished runs among :run_pks and reads their task instances in one round trip (a run
-#: without task instances yet comes back as one row with NULL task columns).
+#: Locks the unfinished runs among :run_pks that fit the pass's budget of task instances, oldest logical
+#: date first (always at least one), and reads their task instances in one round trip (a run without
+#: task instances yet comes back as one row with NULL task columns). Every row also carries
+#: ``deferred``: the unfinished runs among :run_pks left for a later pass.
 LOCK_RUNS_AND_LOAD_TASKS = _sql(
+    "WITH candidates AS ("
+    "  SELECT r.id, v.task_count, sum(v.task_count) OVER (ORDER BY r.logical_date, r.id) AS upto "
+    "  FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "  WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running')"
+    "), chosen AS (SELECT id FROM candidates WHERE upto - task_count < :budget) "
     "SELECT r.id AS run_pk, r.dag_id, r.dag_version_id, r.state AS run_state, r.logical_date AS run_date, "
+    "(SELECT array_agg(c.id) FROM candidates c WHERE c.upto - c.task_count >= :budget) AS deferred, "
     "EXTRACT(EPOCH FROM now() - r.started_at) AS run_age, d.paused, "
     "ti.id, ti.task_id, ti.state, ti.follow, ti.try_number, "
     "COALESCE(ti.next_retry_at <= now(), false) AS retry_due, "
     "(ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL) AS retry_unscheduled "
     "FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id LEFT JOIN task_instances ti ON ti.run_pk = r.id "
-    "WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
+    "WHERE r.id IN (SELECT id FROM chosen) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
 )
 
 #: Materialises task instances of runs, each already in its planned first state. Instances
@@ -217,8 +232,8 @@ RUNNING_RUN_AGES = _sql(
 QUEUE_TASK_INSTANCES = _sql(
     "UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
     "attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
-    "heartbeat_at = NULL, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, error = NULL, "
-    "fence_token = :token "
+    "claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
+    "error = NULL, fence_token = :token "
     "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id, queue"
 )
 
@@ -228,8 +243,9 @@ QUEUE_AND_RECORD_PASS = _sql(
     "WITH q AS ("
     "  UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
     "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
-    "  heartbeat_at = NULL, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, error = NULL, "
-    "  fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id, queue"
+    "  claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
+    "  error = NULL, fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:allowed_from) "
+    "  RETURNING id, queue"
     "), pass AS ("
     "  INSERT INTO scheduler_passes (token, runs, queued) "
     "  SELECT :token, :runs, :queued_before + count(*) FROM q"
@@ -261,7 +277,7 @@ _FAILURE_EVENTS = (
 
 FAIL_RUNNING_TASK_INSTANCES = _sql(
     "WITH failed AS ("
-    "  UPDATE task_instances SET state = 'failed', ended_at = now(), error = :error, heartbeat_at = NULL, "
+    "  UPDATE task_instances SET state = 'failed', ended_at = now(), error = :error, "
     "  fence_token = :token WHERE id = ANY(:ids) AND state = 'running' "
     f"  RETURNING {_FAILED_COLUMNS}"
     "), history AS ("
@@ -306,7 +322,8 @@ CLAIM_TASK_INSTANCES = _sql(
     "  SELECT worker_id, n FROM unnest(CAST(:slots AS text[])) WITH ORDINALITY AS s(worker_id, n)"
     "), claimed AS ("
     "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
-    "  heartbeat_at = now() FROM claimable JOIN slots USING (n) WHERE ti.id = claimable.id "
+    "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
+    "  WHERE ti.id = claimable.id "
     "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.try_number, ti.attempt_id, ti.worker_id"
     "), recorded AS ("
     "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state) "
@@ -338,7 +355,7 @@ APPLY_RESULTS = _sql(
     "    ELSE ARRAY[]::text[] END END, "
     "  started_at = COALESCE(r.started_at, ti.started_at), "
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
-    "  error = NULLIF(r.error, ''), heartbeat_at = NULL, result = r.result "
+    "  error = NULLIF(r.error, ''), result = r.result "
     "  FROM r WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.state = 'running' "
     "  RETURNING ti.id, ti.run_pk, ti.attempt_id, ti.state, ti.callback_events, ti.dag_id, ti.task_id, "
     "  ti.try_number, ti.error"
@@ -365,12 +382,15 @@ ATTEMPT_OUTCOMES = _sql(
     "SELECT attempt_id, state FROM task_attempts WHERE attempt_id = ANY(CAST(:ids AS uuid[]))"
 )
 
+#: Records a connecting worker with the windows its registry granted it (see FAIL_OVER_LOST_ATTEMPTS).
 UPSERT_WORKER = _sql(
     "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, incarnation, "
-    "registered_at, last_seen_at) VALUES (:worker_id, :hostname, :queues, :capacity, :code_version, "
-    "'active', :registry, :incarnation, now(), now()) ON CONFLICT (worker_id) DO UPDATE SET "
+    "registered_at, last_seen_at, heartbeat_at, fence_window, silence_limit) VALUES (:worker_id, :hostname, "
+    ":queues, :capacity, :code_version, 'active', :registry, :incarnation, now(), now(), now(), "
+    ":fence_window, :silence_limit) ON CONFLICT (worker_id) DO UPDATE SET "
     "hostname = EXCLUDED.hostname, queues = EXCLUDED.queues, capacity = EXCLUDED.capacity, "
     "code_version = EXCLUDED.code_version, registry = EXCLUDED.registry, last_seen_at = now(), "
+    "heartbeat_at = now(), fence_window = EXCLUDED.fence_window, silence_limit = EXCLUDED.silence_limit, "
     "drain_requested = workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation, "
     "state = CASE WHEN workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation "
     "  THEN 'draining' ELSE 'active' END, "
@@ -390,18 +410,24 @@ LIST_POOL_NAMES = _sql("SELECT name FROM pools ORDER BY name")
 
 # --- delivery: heartbeats, lost attempts, logs, workers ---------------------------------------------
 
-#: Records heartbeats of attempts that are still current; returns those. The rest are stale.
-RECORD_HEARTBEATS = _sql(
-    "UPDATE task_instances ti SET heartbeat_at = now() "
+#: Records a worker's heartbeat (one row, whatever it runs) and returns the attempts it listed that
+#: are no longer current on that worker (failed over, cleared, cancelled): the worker must stop them.
+RECORD_WORKER_HEARTBEAT = _sql(
+    "WITH seen AS ("
+    "  UPDATE workers SET heartbeat_at = now(), last_seen_at = now(), "
+    "  running = cardinality(CAST(:ti_ids AS bigint[])) WHERE worker_id = :worker_id RETURNING worker_id"
+    ") "
+    "SELECT h.attempt_id "
     "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[])) AS h(ti_id, attempt_id) "
-    "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.state = 'running' "
-    "RETURNING ti.attempt_id"
+    "LEFT JOIN task_instances ti ON ti.id = h.ti_id AND ti.attempt_id = h.attempt_id "
+    "AND ti.state = 'running' AND ti.worker_id = :worker_id AND NOT ti.lost_reported "
+    "WHERE ti.id IS NULL"
 )
 
-#: Marks attempts as lost for the scheduler to fail over: their heartbeat is set to the distant past.
-#: Conditional on the attempt, so an attempt that already finished is left alone.
+#: Marks attempts as lost for the scheduler to fail over at once: their worker said it does not run
+#: them (handed back). Conditional on the attempt, so an attempt that already finished is left alone.
 MARK_ATTEMPTS_LOST = _sql(
-    "UPDATE task_instances ti SET heartbeat_at = '-infinity' "
+    "UPDATE task_instances ti SET lost_reported = true "
     "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[])) AS h(ti_id, attempt_id) "
     "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.state = 'running' RETURNING ti.id"
 )
@@ -409,22 +435,37 @@ MARK_ATTEMPTS_LOST = _sql(
 #: On a worker's hello: every attempt assigned to that worker id that it does not report running
 #: was lost (a previous incarnation, or an assignment that never arrived).
 MARK_UNREPORTED_ATTEMPTS_LOST = _sql(
-    "UPDATE task_instances SET heartbeat_at = '-infinity' "
+    "UPDATE task_instances SET lost_reported = true "
     "WHERE worker_id = :worker_id AND state = 'running' AND NOT (attempt_id = ANY(CAST(:running AS uuid[]))) "
     "RETURNING id"
 )
 
-#: The leader fails over lost attempts: no heartbeat within the threshold, or their worker's lease
-#: ended. Each goes back to 'queued' with a new attempt and one more allowed try (a lost attempt does
-#: not use up a retry), or to 'failed' once it was lost :max_lost times.
+#: How long ago the registry last heard of the worker running an attempt (its last heartbeat, or the
+#: claim if later), in seconds; and the window after which the attempt is lost: the worker's
+#: ``silence_limit`` while it holds an etcd lease (its id is in :leased; a NULL :leased means not
+#: known, and counts as held), else its ``fence_window``. Running attempts whose worker row is missing
+#: get :fallback_limit.
+_SILENCE = "EXTRACT(EPOCH FROM now() - GREATEST(w.heartbeat_at, ti.claimed_at))"
+_LIMIT = (
+    "CASE WHEN w.worker_id IS NULL THEN :fallback_limit "
+    "WHEN CAST(:leased AS text[]) IS NULL OR ti.worker_id = ANY(CAST(:leased AS text[])) "
+    "THEN w.silence_limit "
+    "ELSE LEAST(w.fence_window, w.silence_limit) END"
+)
+
+#: The leader fails over lost attempts: those their worker reported lost, and those whose worker was
+#: not heard for longer than its window (see _LIMIT). Each goes back to 'queued' with a new attempt and
+#: one more allowed try (a lost attempt does not use up a retry), or to 'failed' once it was lost
+#: :max_lost times.
 FAIL_OVER_LOST_ATTEMPTS = _sql(
     "WITH lost AS ("
-    "  SELECT id, attempt_id FROM task_instances WHERE state = 'running' AND ("
-    "    heartbeat_at < now() - make_interval(secs => :threshold) "
-    "    OR worker_id = ANY(CAST(:dead_workers AS text[]))) "
-    "  ORDER BY id FOR UPDATE"
+    "  SELECT ti.id, ti.attempt_id, CASE WHEN ti.lost_reported THEN 'not running on its worker' "
+    f"    ELSE 'worker not heard for ' || round(({_SILENCE})::numeric, 1) || 's' END AS reason "
+    "  FROM task_instances ti LEFT JOIN workers w ON w.worker_id = ti.worker_id "
+    f"  WHERE ti.state = 'running' AND (ti.lost_reported OR {_SILENCE} > {_LIMIT}) "
+    "  ORDER BY ti.id FOR UPDATE OF ti"
     "), history AS ("
-    "  UPDATE task_attempts a SET state = 'lost', ended_at = now(), error = :reason "
+    "  UPDATE task_attempts a SET state = 'lost', ended_at = now(), error = lost.reason "
     "  FROM lost WHERE a.attempt_id = lost.attempt_id AND a.state = 'running'"
     ") "
     "UPDATE task_instances ti SET "
@@ -437,19 +478,17 @@ FAIL_OVER_LOST_ATTEMPTS = _sql(
     "  queued_at = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN ti.queued_at ELSE now() END, "
     "  ended_at = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN now() END, "
     "  error = CASE WHEN ti.lost_attempts + 1 >= :max_lost "
-    "    THEN 'lost with its worker ' || (ti.lost_attempts + 1) || ' times: ' || :reason END, "
-    "  started_at = NULL, heartbeat_at = NULL, worker_id = NULL, fence_token = :token "
+    "    THEN 'lost with its worker ' || (ti.lost_attempts + 1) || ' times: ' || lost.reason END, "
+    "  started_at = NULL, claimed_at = NULL, lost_reported = false, worker_id = NULL, fence_token = :token "
     "FROM lost WHERE ti.id = lost.id AND ti.attempt_id = lost.attempt_id AND ti.state = 'running' "
-    "RETURNING ti.id, ti.run_pk, ti.state, ti.queue"
+    "RETURNING ti.id, ti.run_pk, ti.state, ti.queue, lost.reason"
 )
 
-#: Seconds until the oldest running attempt's heartbeat is :threshold old (negative: overdue);
-#: NULL when nothing runs. The leader's next check for lost attempts is due then.
-SECONDS_UNTIL_HEARTBEAT_DUE = _sql(
-    "SELECT CASE WHEN min(heartbeat_at) IS NULL THEN NULL "
-    "ELSE EXTRACT(EPOCH FROM (GREATEST(min(heartbeat_at), now() - interval '1 day') "
-    "+ make_interval(secs => :threshold) - now())) END "
-    "FROM task_instances WHERE state = 'running'"
+#: Seconds until the first running attempt can be lost (negative: overdue); NULL when nothing runs.
+#: The leader's next check for lost attempts is due then.
+SECONDS_UNTIL_ATTEMPT_LOST = _sql(
+    f"SELECT min(CASE WHEN ti.lost_reported THEN 0 ELSE {_LIMIT} - {_SILENCE} END) "
+    "FROM task_instances ti LEFT JOIN workers w ON w.worker_id = ti.worker_id WHERE ti.state = 'running'"
 )
 
 APPEND_LOGS = _sql(
@@ -478,10 +517,6 @@ ATTEMPT_STATE = _sql("SELECT state FROM task_attempts WHERE ti_id = :ti_id AND t
 UPSTREAM_RESULTS = _sql(
     "SELECT run_pk, task_id, result FROM task_instances "
     "WHERE run_pk = ANY(:run_pks) AND task_id = ANY(:task_ids) AND result IS NOT NULL"
-)
-
-UPDATE_WORKER_LOAD = _sql(
-    "UPDATE workers SET running = :running, last_seen_at = now() WHERE worker_id = :worker_id"
 )
 
 MARK_WORKER_DRAINING = _sql(
@@ -541,7 +576,7 @@ RUN_TASK_STATES = _sql(
 #: Stops the running attempts of a run (cancel) or of chosen task instances (clear, mark).
 STOP_RUNNING = _sql(
     "WITH failed AS ("
-    "  UPDATE task_instances SET state = :target, ended_at = now(), error = :error, heartbeat_at = NULL "
+    "  UPDATE task_instances SET state = :target, ended_at = now(), error = :error "
     f"  WHERE id = ANY(:ids) AND state = 'running' RETURNING {_FAILED_COLUMNS}"
     "), history AS ("
     "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
@@ -565,7 +600,7 @@ FAIL_RUN_BY_HAND = _sql(
 #: current try), and their earlier result, branch choice and losses are forgotten.
 CLEAR_TASK_INSTANCES = _sql(
     "UPDATE task_instances ti SET state = 'none', max_tries = ti.try_number + c.tries, "
-    "  ended_at = NULL, started_at = NULL, next_retry_at = NULL, heartbeat_at = NULL, worker_id = NULL, "
+    "  ended_at = NULL, started_at = NULL, next_retry_at = NULL, claimed_at = NULL, worker_id = NULL, "
     "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0 "
     "FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(id, tries) "
     "WHERE ti.id = c.id AND ti.state = ANY(:allowed_from) RETURNING ti.id, ti.task_id"
@@ -578,7 +613,7 @@ REOPEN_RUN = _sql(
 SET_TASK_STATE_BY_HAND = _sql(
     "UPDATE task_instances SET state = :target, ended_at = COALESCE(ended_at, now()), "
     "  max_tries = CASE WHEN :target = 'failed' THEN try_number ELSE max_tries END, "
-    "  next_retry_at = NULL, heartbeat_at = NULL "
+    "  next_retry_at = NULL "
     "WHERE id = :id AND state = ANY(:allowed_from) RETURNING id"
 )
 
@@ -668,7 +703,7 @@ RUNS_WAITING_IN_POOL = _sql(
 COMMIT_TRANSACTIONAL_SUCCESS = (
     "WITH applied AS ("
     "  UPDATE task_instances SET state = 'success', started_at = COALESCE($3, started_at), ended_at = now(), "
-    "  exit_code = 0, error = NULL, heartbeat_at = NULL, next_retry_at = NULL, result = $4::jsonb "
+    "  exit_code = 0, error = NULL, next_retry_at = NULL, result = $4::jsonb "
     "  WHERE id = $1 AND attempt_id = $2::uuid AND state = 'running' RETURNING id, run_pk"
     "), history AS ("
     "  UPDATE task_attempts SET state = 'success', started_at = COALESCE($3, started_at), ended_at = now(), "

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.graph import DagGraph
 from schedd_store import statements as sql
+from schedd_store.fence import FencedConnection
 from schedd_store.records import parse_spec
 
 
@@ -18,7 +19,7 @@ class VersionCache:
         self._graphs: dict[int, DagGraph] = {}
         self._tasks: dict[int, dict[str, pb.TaskSpec]] = {}
 
-    async def load(self, conn: AsyncConnection, version_ids: Iterable[int]) -> None:
+    async def load(self, conn: AsyncConnection | FencedConnection, version_ids: Iterable[int]) -> None:
         """Make sure every version in ``version_ids`` is cached."""
         missing = [v for v in set(version_ids) if v not in self._specs]
         if missing:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from schedd_core.permits import AttemptWindows
 
 
 @dataclass(frozen=True)
@@ -10,9 +12,10 @@ class RegistryConfig:
     database_url: str
     identity: str
     listen: str = "127.0.0.1:50052"
-    etcd_endpoints: str = ""
     db_pool_size: int = 6
-    heartbeat_interval: float = 5.0
+    #: The timing granted to every worker (heartbeat interval, ack window, silence limit): how long a
+    #: worker may keep running attempts unheard; see ``schedd_core.permits``.
+    windows: AttemptWindows = field(default_factory=AttemptWindows)
     #: Seconds a worker asked to drain (``schedctl workers drain``) may take to finish its tasks.
     drain_grace: float = 300.0
     #: host:port to serve Prometheus metrics on (queue depths for autoscalers); empty for none.

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
 from schedd_exec.assignments import AssignmentBuilder
+from schedd_faults import FaultPoints
 from schedd_registry.sessions import WorkerSession
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,14 @@ class Dispatcher:
         claim_batch: int,
         on_assigned: Callable[[int], None] | None = None,
         silent_after: float = 15.0,
+        faults: FaultPoints | None = None,
     ) -> None:
         self._engine = engine
         self._builder = builder
         self._claim_batch = claim_batch
         self._on_assigned = on_assigned
         self._silent_after = silent_after
+        self._faults = faults or FaultPoints()
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
         self.claimed_total = 0
@@ -94,7 +97,7 @@ class Dispatcher:
             if session.closed or session.draining or session.credits <= 0:
                 continue
             if time.monotonic() - session.last_seen > self._silent_after:
-                continue  # no heartbeat for a while: frozen or cut off; keep its work for others
+                continue  # not heard for a while (frozen, cut off): it could not start the work anyway
             groups.setdefault(tuple(sorted(session.queues)), []).append(session)
         more = False
         for queues, members in groups.items():
@@ -102,6 +105,7 @@ class Dispatcher:
             claimed = await self._builder.claim(slots=slots, queues=queues)
             if not claimed:
                 continue
+            self._faults.hit("registry.claimed")
             self.claimed_total += len(claimed)
             if self._on_assigned is not None:
                 self._on_assigned(len(claimed))

@@ -10,7 +10,9 @@ import socket
 import typer
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
+from schedd_core.permits import AttemptWindows
 from schedd_exec.assignments import AssignmentBuilder
+from schedd_faults import FaultPoints
 from schedd_registry.callbacks import CallbackRelay
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
@@ -36,7 +38,8 @@ async def serve(config: RegistryConfig) -> None:
         AssignmentBuilder(engine),
         claim_batch=config.claim_batch,
         on_assigned=metrics.assigned.inc,
-        silent_after=3 * config.heartbeat_interval,
+        silent_after=config.windows.ack_window,
+        faults=FaultPoints.from_env(os.environ),
     )
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
     relay = CallbackRelay(engine, dispatcher)
@@ -84,7 +87,18 @@ def cli(
     listen: str = typer.Option("127.0.0.1:50052", envvar="SCHEDD_REGISTRY_LISTEN"),
     identity: str = typer.Option("", envvar="SCHEDD_REGISTRY_ID", help="default: hostname-pid"),
     heartbeat_interval: float = typer.Option(
-        5.0, envvar="SCHEDD_HEARTBEAT_INTERVAL", help="seconds between a worker's heartbeats"
+        1.0, envvar="SCHEDD_HEARTBEAT_INTERVAL", help="seconds between a worker's heartbeats"
+    ),
+    ack_window: float | None = typer.Option(
+        None,
+        envvar="SCHEDD_ACK_WINDOW",
+        help="seconds a worker keeps running its attempts after its last acknowledged heartbeat, "
+        "without a liveness lease (default: 3 heartbeat intervals)",
+    ),
+    silence_limit: float = typer.Option(
+        30.0,
+        envvar="SCHEDD_ZOMBIE_THRESHOLD",
+        help="seconds unheard after which a worker's attempts are lost, lease or not",
     ),
     drain_grace: float = typer.Option(
         300.0, envvar="SCHEDD_DRAIN_GRACE", help="seconds a drained worker gets"
@@ -94,11 +108,19 @@ def cli(
 ) -> None:
     """Serve the worker registry."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        windows = AttemptWindows(
+            heartbeat_interval=heartbeat_interval,
+            ack_window=3 * heartbeat_interval if ack_window is None else ack_window,
+            silence_limit=silence_limit,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     config = RegistryConfig(
         database_url=database_url,
         listen=listen,
         identity=identity or f"{socket.gethostname()}-{os.getpid()}",
-        heartbeat_interval=heartbeat_interval,
+        windows=windows,
         drain_grace=drain_grace,
         metrics_listen=metrics_listen,
     )

@@ -1,4 +1,10 @@
-"""The worker stream: translates protocol messages to dispatcher, batcher and store calls."""
+"""The worker stream: translates protocol messages to dispatcher, batcher and store calls.
+
+Acknowledged means stored: a Welcome is sent once the hello is recorded, a HeartbeatAck once
+the heartbeat is, and a ReportAck once the result is. A result that cannot be written (the
+database restarting, say) is retried with backoff for as long as the stream is open; when it
+closes, the worker still holds the result and sends it again on its next stream.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +16,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from typing import Any
 
 import grpc
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_core.errors import InvalidArgument
+from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
@@ -32,6 +40,8 @@ _ACK_CODE = {
 }
 
 MAX_ERROR_CHARS = 4000
+#: Longest pause between two tries of writing a result.
+MAX_RETRY_DELAY = 2.0
 
 
 class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
@@ -94,22 +104,18 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         first = await anext(aiter(request_iterator), None)
         if first is None:
             return
+        windows = self._config.windows
         try:
-            hello = _validate_hello(first)
+            hello = _validate_hello(first, windows)
         except InvalidArgument as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             return
-        drain = await dispatch.register_worker(
-            self._engine,
-            worker_id=hello.worker_id,
-            hostname=hello.hostname,
-            queues=list(hello.queues),
-            capacity=hello.capacity,
-            code_version=hello.code_version,
-            registry=self._config.identity,
-            incarnation=hello.incarnation,
-            running=[_ref(a) for a in hello.running],
-        )
+        kill_grace = hello.kill_grace.ToTimedelta().total_seconds()
+        try:
+            drain = await self._register(hello, windows, kill_grace)
+        except (OSError, DBAPIError) as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the registry cannot record the worker: {exc}")
+            return
         session = WorkerSession(
             worker_id=hello.worker_id, queues=tuple(hello.queues) or ("default",), capacity=hello.capacity
         )
@@ -125,7 +131,9 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             yield worker_pb2.RegistryMessage(
                 welcome=worker_pb2.Welcome(
                     worker_id=hello.worker_id,
-                    heartbeat_interval=convert.duration(self._config.heartbeat_interval),
+                    heartbeat_interval=convert.duration(windows.heartbeat_interval),
+                    ack_window=convert.duration(windows.ack_window),
+                    silence_limit=convert.duration(windows.silence_limit),
                 )
             )
             if drain:
@@ -152,6 +160,23 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 )
             )
 
+    async def _register(
+        self, hello: worker_pb2.WorkerHello, windows: AttemptWindows, kill_grace: float
+    ) -> bool:
+        return await dispatch.register_worker(
+            self._engine,
+            worker_id=hello.worker_id,
+            hostname=hello.hostname,
+            queues=list(hello.queues),
+            capacity=hello.capacity,
+            code_version=hello.code_version,
+            registry=self._config.identity,
+            incarnation=hello.incarnation,
+            running=[_ref(a) for a in hello.running],
+            fence_window=windows.fence_window(kill_grace),
+            silence_limit=windows.silence_limit,
+        )
+
     async def _read(self, requests: AsyncIterator[worker_pb2.WorkerMessage], session: WorkerSession) -> None:
         pending: set[asyncio.Task[object]] = set()
 
@@ -170,7 +195,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             elif kind == "log":
                 chunk = message.log
                 spawn(
-                    self.logs.submit(
+                    self._store_log(
                         LogChunk(
                             ti_id=chunk.attempt.task_instance_id,
                             attempt_id=chunk.attempt.attempt_id,
@@ -190,10 +215,28 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
 
+    async def _store_log(self, chunk: LogChunk) -> None:
+        """Output is best effort: a chunk that cannot be stored is dropped, with a warning."""
+        try:
+            await self.logs.submit(chunk)
+        except Exception as exc:
+            log.warning(
+                "dropped %d bytes of output of attempt %s: %s", len(chunk.data), chunk.attempt_id, exc
+            )
+
     async def _heartbeat(self, heartbeat: worker_pb2.TaskHeartbeat, session: WorkerSession) -> None:
+        """Store the heartbeat, then acknowledge it; an unstored heartbeat is not acknowledged (the
+        worker's permit then runs out, as it must: nothing here vouches for it)."""
         refs = {a.attempt_id: a for a in heartbeat.attempts}
-        stale = await dispatch.record_heartbeats(
-            self._engine, session.worker_id, [_ref(a) for a in refs.values()]
+        try:
+            stale = await dispatch.record_worker_heartbeat(
+                self._engine, session.worker_id, [_ref(a) for a in refs.values()]
+            )
+        except Exception as exc:
+            log.warning("heartbeat of worker %s not stored: %s", session.worker_id, exc)
+            return
+        session.send(
+            worker_pb2.RegistryMessage(heartbeat_ack=worker_pb2.HeartbeatAck(sequence=heartbeat.sequence))
         )
         if stale:
             session.send(
@@ -206,19 +249,28 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             )
 
     async def _report(self, result: worker_pb2.TaskResult, session: WorkerSession) -> None:
-        status = await self.results.submit(
-            AttemptResult(
-                ti_id=result.attempt.task_instance_id,
-                attempt_id=result.attempt.attempt_id,
-                succeeded=result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED,
-                exit_code=result.exit_code,
-                error=result.error[:MAX_ERROR_CHARS],
-                ended_at=convert.from_ts(result.end_time),
-                started_at=convert.from_ts(result.start_time) if result.HasField("start_time") else None,
-                result_json=result.result_json,
-                abandoned=result.outcome == worker_pb2.TASK_OUTCOME_ABANDONED,
-            )
+        item = AttemptResult(
+            ti_id=result.attempt.task_instance_id,
+            attempt_id=result.attempt.attempt_id,
+            succeeded=result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED,
+            exit_code=result.exit_code,
+            error=result.error[:MAX_ERROR_CHARS],
+            ended_at=convert.from_ts(result.end_time),
+            started_at=convert.from_ts(result.start_time) if result.HasField("start_time") else None,
+            result_json=result.result_json,
+            abandoned=result.outcome == worker_pb2.TASK_OUTCOME_ABANDONED,
         )
+        delay = 0.05
+        while True:
+            try:
+                status = await self.results.submit(item)
+                break
+            except Exception as exc:
+                if session.closed:
+                    return  # the worker keeps the result and sends it again on its next stream
+                log.warning("result of attempt %s not stored yet (%s); retrying", item.attempt_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_DELAY)
         code = _ACK_CODE[status]
         message = "" if code == grpc.StatusCode.OK else "attempt is no longer current; result discarded"
         session.send(
@@ -236,10 +288,14 @@ def _drain_message(grace: float) -> worker_pb2.RegistryMessage:
     return worker_pb2.RegistryMessage(drain=worker_pb2.Drain(grace=convert.duration(grace)))
 
 
-def _validate_hello(message: worker_pb2.WorkerMessage) -> worker_pb2.WorkerHello:
+def _validate_hello(message: worker_pb2.WorkerMessage, windows: AttemptWindows) -> worker_pb2.WorkerHello:
     if message.WhichOneof("message") != "hello":
         raise InvalidArgument("message", "the first message on a worker stream must be hello")
     hello = message.hello
+    try:
+        windows.check_kill_grace(hello.kill_grace.ToTimedelta().total_seconds())
+    except ValueError as exc:
+        raise InvalidArgument("hello.kill_grace", str(exc)) from None
     check_id("hello.worker_id", hello.worker_id)
     if hello.capacity <= 0:
         raise InvalidArgument("hello.capacity", "must be positive")

@@ -15,12 +15,16 @@ class SchedulerConfig:
     lease: LeaseTiming = field(default_factory=LeaseTiming)
     #: Most runs evaluated in one fenced transaction.
     batch_size: int = 500
+    #: Most task instances one pass plans (the runs' task counts added up; a larger run is planned
+    #: alone). Keeps every pass well inside the lease's renew deadline.
+    pass_budget: int = 5000
     db_pool_size: int = 4
     #: Seconds a SIGTERM hand-over waits for the current pass to finish.
     stop_grace: float = 5.0
     #: host:port to serve Prometheus metrics on; empty for none.
     metrics_listen: str = ""
-    #: Seconds without a heartbeat after which a running attempt is lost and runs again.
+    #: Seconds unheard after which a running attempt is lost, for attempts whose worker has no row
+    #: (the windows of every other worker are stored with it by its registry).
     zombie_threshold: float = 30.0
     #: Losses after which a task instance fails instead of running again.
     max_lost_attempts: int = 3
@@ -30,15 +34,24 @@ class SchedulerConfig:
     parallelism: int = 8
 
     def session_settings(self) -> dict[str, str]:
-        """PostgreSQL settings of the scheduler's connections.
+        """PostgreSQL settings of every connection of the scheduler's engine.
 
         A leader paused inside a transaction (SIGSTOP, GC) holds a shared lock on the fence row,
         which would block the next leader from raising the fence. PostgreSQL ends such a session
-        after ``idle_in_transaction_session_timeout``, well inside one lease TTL, so a paused
-        leader delays a failover by at most that much.
+        once it has been idle in its transaction for ``idle_in_transaction_session_timeout``, or
+        once one statement ran for ``statement_timeout``. Both are below the renew deadline, and
+        their sum is below the TTL, so the lock of a leader frozen at any point of a transaction
+        is released before etcd can even hand the lease to a standby. A statement that would run
+        longer than the renew deadline could not commit inside the term anyway.
+
+        JIT compilation is off: the scheduler's statements are short OLTP statements for which
+        compiling costs far more than it saves (and the planner's estimate of when it pays off
+        follows statistics the scheduler does not control).
         """
-        idle_ms = max(100, int(self.lease.renew_deadline * 1000 / 2))
+        statement_ms = int(self.lease.renew_deadline * 1000)
+        idle_ms = max(100, int(min(self.lease.renew_deadline / 2, self.lease.margin) * 1000))
         return {
             "idle_in_transaction_session_timeout": str(idle_ms),
-            "statement_timeout": str(int(self.lease.ttl * 1000)),
+            "statement_timeout": str(statement_ms),
+            "jit": "off",
         }

@@ -8,7 +8,9 @@
 The local executors use the same claims (``FOR UPDATE SKIP LOCKED``), attempt-conditional
 results, heartbeats and logs as workers do, so every guarantee holds the same way: several
 scheduler replicas with local executors never run one attempt twice, and an attempt of a
-crashed replica is failed over like any lost attempt.
+crashed replica is failed over like any lost attempt. A local executor is a worker without a
+liveness lease (``local.<scheduler id>``): its attempts run only while its own heartbeats get
+stored (``schedd_core.permits``), and its reaper kills them if the scheduler freezes or dies.
 """
 
 from __future__ import annotations
@@ -16,14 +18,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import itertools
 import logging
+import socket
+import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
+from schedd_core.clock import SystemClock
+from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.assignments import AssignmentBuilder
+from schedd_exec.attempt_fence import AttemptFence
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
 from schedd_store import dispatch
@@ -65,13 +73,14 @@ class LocalExecutor:
         identity: str,
         parallelism: int,
         queues: Sequence[str] = ("default",),
-        heartbeat_interval: float = 5.0,
+        windows: AttemptWindows | None = None,
+        kill_grace: float = 1.0,
     ) -> None:
         self._engine = engine
         self._worker_id = f"local.{identity}"
         self._parallelism = parallelism
         self._queues = list(queues)
-        self._heartbeat_interval = heartbeat_interval
+        self._windows = windows or AttemptWindows()
         self._builder = AssignmentBuilder(engine)
         self._wake = asyncio.Event()
         self._results: Batcher[AttemptResult, ReportStatus] = Batcher(
@@ -82,10 +91,21 @@ class LocalExecutor:
         self._pending: set[asyncio.Task[object]] = set()
         self._executor = AttemptExecutor(
             python_workers=parallelism,
+            kill_grace=kill_grace,
             on_output=self._output,
             on_done=self._done,
             task_database_url=engine.url.render_as_string(hide_password=False),
         )
+        clock = SystemClock()
+        self._permit = Permit(self._windows, kill_grace, clock)
+        self._fence = AttemptFence(
+            self._permit,
+            self._executor.reaper,
+            clock,
+            running=lambda: len(self._executor.running),
+            stop_all=self._stop_all,
+        )
+        self._sequence = itertools.count()
         self.completed = 0
 
     def wake(self, _payload: str = "") -> None:
@@ -93,10 +113,12 @@ class LocalExecutor:
 
     async def run(self) -> None:
         await self._executor.start()
+        await self._register()
         background = [
             asyncio.create_task(self._results.run()),
             asyncio.create_task(self._logs.run()),
             asyncio.create_task(self._heartbeats()),
+            asyncio.create_task(self._fence.run()),
         ]
         self._wake.set()
         try:
@@ -104,7 +126,7 @@ class LocalExecutor:
                 await self._wake.wait()
                 self._wake.clear()
                 free = self._parallelism - len(self._executor.running)
-                if free <= 0:
+                if free <= 0 or not self._permit.may_start():
                     continue
                 claimed = await self._builder.claim(slots=[self._worker_id] * free, queues=self._queues)
                 for _, assignment in claimed:
@@ -117,16 +139,58 @@ class LocalExecutor:
             with contextlib.suppress(Exception):
                 await self._executor.close()
 
-    async def _heartbeats(self) -> None:
+    async def _register(self) -> None:
+        """Record this executor as a worker without a liveness lease; retried until stored."""
+        delay = 0.1
         while True:
-            await asyncio.sleep(self._heartbeat_interval)
+            sequence = next(self._sequence)
+            self._permit.sent(sequence)
+            try:
+                await dispatch.register_worker(
+                    self._engine,
+                    worker_id=self._worker_id,
+                    hostname=socket.gethostname(),
+                    queues=self._queues,
+                    capacity=self._parallelism,
+                    code_version="",
+                    registry="",
+                    incarnation=uuid.uuid4().hex,
+                    running=[],
+                    fence_window=self._windows.fence_window(self._permit.kill_grace),
+                    silence_limit=self._windows.silence_limit,
+                )
+            except Exception as exc:
+                log.warning("local executor: cannot record itself (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            self._permit.acknowledged(sequence)
+            self._fence.poke()
+            return
+
+    async def _heartbeats(self) -> None:
+        """Store a heartbeat every interval; a stored one extends the permit to run attempts."""
+        while True:
+            await asyncio.sleep(self._windows.heartbeat_interval)
             attempts = [
                 AttemptRef(a.attempt.task_instance_id, a.attempt.attempt_id) for a in self._executor.running
             ]
-            if attempts:
-                stale = await dispatch.record_heartbeats(self._engine, self._worker_id, attempts)
-                for attempt_id in stale:
-                    self._executor.cancel(attempt_id)
+            sequence = next(self._sequence)
+            self._permit.sent(sequence)
+            try:
+                stale = await dispatch.record_worker_heartbeat(self._engine, self._worker_id, attempts)
+            except Exception as exc:
+                log.warning("local executor: heartbeat not stored: %s", exc)
+                continue
+            self._permit.acknowledged(sequence)
+            self._fence.poke()
+            for attempt_id in stale:
+                self._executor.cancel(attempt_id)
+
+    def _stop_all(self, reason: str) -> None:
+        for assignment in self._executor.running:
+            log.warning("local executor: stopping attempt %s: %s", assignment.attempt.attempt_id, reason)
+            self._executor.cancel(assignment.attempt.attempt_id)
 
     async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
         await dispatch.append_logs(self._engine, chunks)
@@ -174,9 +238,14 @@ class LocalExecutor:
         task.add_done_callback(self._pending.discard)
 
 
-def make_executor(kind: ExecutorKind, engine: AsyncEngine, *, identity: str, parallelism: int) -> Executor:
+def make_executor(
+    kind: ExecutorKind, engine: AsyncEngine, *, identity: str, parallelism: int, silence_limit: float
+) -> Executor:
     if kind is ExecutorKind.DISTRIBUTED:
         return DistributedExecutor()
     return LocalExecutor(
-        engine, identity=identity, parallelism=1 if kind is ExecutorKind.SEQUENTIAL else parallelism
+        engine,
+        identity=identity,
+        parallelism=1 if kind is ExecutorKind.SEQUENTIAL else parallelism,
+        windows=AttemptWindows.for_silence_limit(silence_limit),
     )

@@ -1,10 +1,15 @@
 """One scheduler replica's life: campaign, raise the fence, lead until the term ends, repeat.
 
 A term ends when the lease can no longer be trusted (fail-stop: the leader work
-is cancelled at once), when a write is fenced out (a newer term exists), or on
+is cancelled at once, and a pass that is computing when it happens cannot commit,
+see ``schedd_store.fence``), when a write is fenced out (a newer term exists), or on
 SIGTERM (the current pass finishes, then the leader resigns so a standby takes
 over at once). Between terms the replica is a warm standby: its database pool,
 its PostgreSQL listener and its cache of DAG versions stay open.
+
+The lease is kept alive on a thread of its own (``schedd_coord.lease``), so a
+pass that keeps the event loop busy cannot starve it; raising the fence waits for
+the previous term's transactions in bounded steps and gives up with the lease.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from schedd_coord.election import Election
 from schedd_coord.errors import CoordinationError
 from schedd_coord.lease import KeptLease
 from schedd_coord.members import departed_workers
-from schedd_core.errors import FencedOut
+from schedd_core.errors import FencedOut, LeaseExpired
+from schedd_faults import FaultPoints
 from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.lost_attempts import LostAttemptSweeper
@@ -44,8 +50,10 @@ class Replica:
         etcd: EtcdClient,
         pending: PendingRuns,
         metrics: SchedulerMetrics,
+        faults: FaultPoints | None = None,
     ) -> None:
         self._config = config
+        self._faults = faults or FaultPoints()
         self._engine = engine
         self._etcd = etcd
         self._pending = pending
@@ -76,7 +84,7 @@ class Replica:
             delay = min(delay * 2, 5.0)
 
     async def _one_term(self, stop: asyncio.Event) -> None:
-        lease = KeptLease(self._etcd, self._config.lease)
+        lease = KeptLease(self._config.etcd_endpoints, self._config.lease)
         await lease.start()
         try:
             await self._election.announce(lease.lease_id, since=self._started)
@@ -90,12 +98,23 @@ class Replica:
             token = campaign.result()
             if not lease.valid:
                 return
+            raising = asyncio.create_task(
+                raise_fence(self._engine, token, self._config.identity, lease=lease)
+            )
+            if await _first(raising, lease.lost, stop) is not raising:
+                raising.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await raising
+                with contextlib.suppress(CoordinationError):
+                    await self._election.resign(token)
+                return
             try:
-                await raise_fence(self._engine, token, self._config.identity)
-            except FencedOut as exc:
+                raising.result()
+            except (FencedOut, LeaseExpired) as exc:
                 log.warning("cannot raise the fence: %s", exc)
                 self._metrics.fence_rejections.inc()
-                await self._election.resign(token)
+                with contextlib.suppress(CoordinationError):
+                    await self._election.resign(token)
                 return
             await self._lead(token, lease, stop)
         finally:
@@ -107,20 +126,28 @@ class Replica:
         self._metrics.is_leader.set(1)
         self._metrics.elections.inc()
         log.info("leading with token %d", token)
-        fence = Fence(self._engine, token, on_rejected=lambda _e: self._metrics.fence_rejections.inc())
+        fence = Fence(
+            self._engine,
+            token,
+            lease=lease,
+            on_rejected=lambda _e: self._metrics.fence_rejections.inc(),
+            faults=self._faults,
+        )
         loop = SchedulingLoop(
             self._engine,
             fence,
             self._pending,
             self._versions,
             batch_size=self._config.batch_size,
+            pass_budget=self._config.pass_budget,
             metrics=self._metrics,
         )
         self._sweeper = LostAttemptSweeper(
             self._engine,
+            self._etcd,
             fence,
             self._pending,
-            threshold=self._config.zombie_threshold,
+            fallback_limit=self._config.zombie_threshold,
             max_lost=self._config.max_lost_attempts,
         )
         timer = DeadlineTimer(self._engine, self._pending, self._versions)
@@ -154,6 +181,8 @@ class Replica:
             work.result()
         except FencedOut as exc:
             log.warning("term %d: fenced out (%s); stepping down", token, exc)
+        except LeaseExpired as exc:
+            log.warning("term %d: %s (fail-stop)", token, exc)
         with contextlib.suppress(CoordinationError):
             await self._election.resign(token)
 
@@ -182,9 +211,8 @@ class Replica:
         while True:
             try:
                 async for gone in departed_workers(self._etcd):
-                    for worker_id in gone:
-                        log.info("worker %s left (its lease ended)", worker_id)
-                        sweeper.worker_gone(worker_id)
+                    log.info("workers %s lost their liveness keys", ", ".join(gone))
+                    sweeper.wake()
                     delay = 0.1
             except CoordinationError as exc:
                 log.warning("worker watch failed: %s; again in %.1fs", exc, delay)

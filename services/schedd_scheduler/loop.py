@@ -1,8 +1,16 @@
-"""The leader's scheduling loop: evaluate the runs that changed, in fenced batches.
+"""The leader's scheduling loop: evaluate the runs that changed, in fenced, bounded passes.
 
 Work grows with what changed: a finished task notifies its run, and only that
-run is evaluated. Each pass is one fenced transaction; if the fence has moved
-on (a newer term), :class:`FencedOut` ends the loop and nothing of the pass lands.
+run is evaluated. Each pass is one fenced transaction over at most ``batch_size``
+runs whose task counts add up to at most ``pass_budget`` task instances (a larger
+run is planned alone); the runs that did not fit wait in the pending set for the
+next pass. A term's first pass is a full scan that only *enqueues* every unfinished
+run, so the work after a failover is done in the same bounded passes: each pass
+commits on its own, and a term that ends midway has still made progress.
+
+If the fence has moved on (a newer term), :class:`FencedOut` ends the loop, and if
+the lease ran out before a commit, :class:`LeaseExpired` does; nothing of that
+pass lands.
 """
 
 from __future__ import annotations
@@ -13,14 +21,14 @@ import time
 from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import IllegalTransition
 from schedd_core.planner import plan_run, plan_timeout
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import scheduling
-from schedd_store.fence import Fence
+from schedd_store.fence import Fence, FencedConnection
 from schedd_store.versions import VersionCache
 
 log = logging.getLogger(__name__)
@@ -35,6 +43,7 @@ class SchedulingLoop:
         versions: VersionCache,
         *,
         batch_size: int,
+        pass_budget: int = 5000,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._engine = engine
@@ -42,6 +51,7 @@ class SchedulingLoop:
         self._pending = pending
         self._versions = versions
         self._batch_size = batch_size
+        self._pass_budget = pass_budget
         self._metrics = metrics
         self._stopping = asyncio.Event()
         #: Set once the first pass of the term (a full scan) has committed.
@@ -69,8 +79,8 @@ class SchedulingLoop:
             if full:
                 async with self._engine.connect() as conn:
                     self._pending.add(await scheduling.unfinished_run_pks(conn))
-                _, more = self._pending.take(self._batch_size)
-                ids += more
+                self._pending.add(ids)
+                _, ids = self._pending.take(self._batch_size)
             await self.evaluate(ids)
             self.first_pass_done.set()
 
@@ -83,7 +93,7 @@ class SchedulingLoop:
         started = time.perf_counter()
         try:
             async with self._fence.transaction() as conn:
-                outcome, wake = await self._pass(conn, run_pks)
+                outcome, wake, deferred = await self._pass(conn, run_pks)
         except IllegalTransition as exc:
             # Another writer (a user's clear or mark) changed a task between our read and write;
             # evaluate those runs again from fresh state.
@@ -102,6 +112,7 @@ class SchedulingLoop:
             return 0
         self._retry_delay = 0.05
         self._pending.add(wake)
+        self._pending.add(deferred)
         if outcome.deadlines_changed and self.on_deadlines_changed is not None:
             self.on_deadlines_changed()
         self.passes += 1
@@ -112,11 +123,13 @@ class SchedulingLoop:
         return outcome.queued
 
     async def _pass(
-        self, conn: AsyncConnection, run_pks: list[int]
-    ) -> tuple[scheduling.PassOutcome, list[int]]:
-        """Plan and write one pass; returns what it did and the runs to evaluate next (queued runs of
-        DAGs whose active runs ended)."""
-        runs = await scheduling.load_runs(conn, run_pks) if run_pks else []
+        self, conn: FencedConnection, run_pks: list[int]
+    ) -> tuple[scheduling.PassOutcome, list[int], list[int]]:
+        """Plan and write one pass; returns what it did, the runs to evaluate next (queued runs of
+        DAGs whose active runs ended) and the runs that did not fit this pass's budget."""
+        runs, deferred = (
+            await scheduling.load_runs(conn, run_pks, budget=self._pass_budget) if run_pks else ([], [])
+        )
         await self._versions.load(conn, {r.version_id for r in runs})
         runs = sorted(
             (r for r in runs if not r.paused), key=lambda r: (r.logical_date is None, r.logical_date)
@@ -148,4 +161,4 @@ class SchedulingLoop:
         wake = (
             await scheduling.queued_runs(conn, sorted(outcome.finished_dags)) if outcome.finished_dags else []
         )
-        return outcome, wake
+        return outcome, wake, deferred

@@ -1,15 +1,20 @@
 """Failing over attempts lost with their worker, while leading.
 
-An attempt is lost when its worker's etcd lease ends (the worker crashed or was
-cut off), when no heartbeat arrived for ``threshold`` seconds (a hung worker,
-or a registry that died after claiming), or when the registry marked it lost (a
-worker handed it back, or reconnected without it). The sweeper then queues it
-again with a new attempt id, fenced like every scheduler write. The worker that
-had it, if alive, gets its late reports rejected as stale.
+An attempt is lost when its worker said so (it handed the attempt back, or reconnected
+without it), or when its worker has not been heard for longer than its registry allowed
+it to keep running unheard: its *silence limit* while its etcd liveness key exists, its
+shorter *fence window* once the key is gone (the worker crashed, or is cut off from
+etcd). Both windows are stored with the worker's row by the registry that granted them,
+and the worker stops its attempts before they end (``schedd_worker.permit``), so a
+failed-over attempt is never still running when its retry starts. The sweeper then
+queues it again with a new attempt id, fenced like every scheduler write; the worker
+that had it, if alive, gets its late reports rejected as stale.
 
-The sweeper sleeps until the oldest heartbeat can be overdue, or until woken by
-a lease ending or a ``schedd_lost`` notification; it does not scan on a fixed tick.
-A slow but alive task keeps heartbeating and is never declared lost.
+Which workers hold a key is read from etcd (a linearizable read) right before every
+sweep, never from a cached view, so a worker is never judged by the shorter window while
+its lease is alive. When etcd cannot be read, every worker counts as leased (the longer
+window). The sweeper sleeps until the first attempt can be lost, or until woken by a key
+being deleted or by a ``schedd_lost`` notification; it does not scan on a fixed tick.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_coord.client import EtcdClient
+from schedd_coord.errors import CoordinationError
+from schedd_coord.members import leased_workers
 from schedd_core.states import TaskState
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import scheduling
@@ -30,48 +38,60 @@ log = logging.getLogger(__name__)
 
 class LostAttemptSweeper:
     def __init__(
-        self, engine: AsyncEngine, fence: Fence, pending: PendingRuns, *, threshold: float, max_lost: int
+        self,
+        engine: AsyncEngine,
+        etcd: EtcdClient,
+        fence: Fence,
+        pending: PendingRuns,
+        *,
+        fallback_limit: float,
+        max_lost: int,
     ) -> None:
         self._engine = engine
+        self._etcd = etcd
         self._fence = fence
         self._pending = pending
-        self._threshold = threshold
+        self._fallback_limit = fallback_limit
         self._max_lost = max_lost
         self._wake = asyncio.Event()
-        self._dead_workers: set[str] = set()
         self.failed_over = 0
-
-    def worker_gone(self, worker_id: str) -> None:
-        self._dead_workers.add(worker_id)
-        self._wake.set()
 
     def wake(self, _payload: str = "") -> None:
         self._wake.set()
 
     async def run(self) -> None:
         while True:
+            leased = await self._leased()
             async with self._engine.connect() as conn:
-                due = await scheduling.seconds_until_heartbeat_due(conn, self._threshold)
-            delay = self._threshold if due is None else min(max(due, 0.0) + 0.01, self._threshold)
+                due = await scheduling.seconds_until_attempt_lost(
+                    conn, leased_workers=leased, fallback_limit=self._fallback_limit
+                )
+            delay = self._fallback_limit if due is None else min(max(due, 0.0) + 0.01, self._fallback_limit)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
             self._wake.clear()
             await self.sweep()
 
     async def sweep(self) -> int:
-        dead, self._dead_workers = self._dead_workers, set()
-        reason = f"worker lease ended ({', '.join(sorted(dead))})" if dead else "no heartbeat"
+        leased = await self._leased()
         async with self._fence.transaction() as conn:
             moved = await scheduling.fail_over_lost_attempts(
                 conn,
                 self._fence.token,
-                threshold=self._threshold,
-                dead_workers=sorted(dead),
+                leased_workers=leased,
+                fallback_limit=self._fallback_limit,
                 max_lost=self._max_lost,
-                reason=reason,
             )
         if moved:
             self.failed_over += len(moved)
-            log.warning("failed over %d lost attempts (%s)", len(moved), reason)
+            reasons = sorted({m.reason for m in moved})
+            log.warning("failed over %d lost attempts (%s)", len(moved), "; ".join(reasons[:5]))
             self._pending.add({m.run_pk for m in moved if m.state == TaskState.FAILED})
         return len(moved)
+
+    async def _leased(self) -> list[str] | None:
+        try:
+            return await leased_workers(self._etcd)
+        except CoordinationError as exc:
+            log.warning("cannot read the workers' liveness keys (%s); every worker counts as leased", exc)
+            return None

@@ -13,6 +13,7 @@ import typer
 from schedd_coord.client import EtcdClient
 from schedd_coord.lease import LeaseTiming
 from schedd_core.errors import Unavailable
+from schedd_faults import FaultPoints
 from schedd_rpc.server import stop_signals
 from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.executors import ExecutorKind, make_executor
@@ -28,7 +29,10 @@ log = logging.getLogger("schedd.scheduler")
 
 async def serve(config: SchedulerConfig) -> None:
     engine = make_engine(
-        config.database_url, pool_size=config.db_pool_size, application_name="schedd-scheduler"
+        config.database_url,
+        pool_size=config.db_pool_size,
+        application_name="schedd-scheduler",
+        server_settings=config.session_settings(),
     )
     etcd = EtcdClient(config.etcd_endpoints)
     stop = stop_signals()
@@ -38,9 +42,13 @@ async def serve(config: SchedulerConfig) -> None:
         metrics = SchedulerMetrics()
         if config.metrics_listen:
             metrics.serve(config.metrics_listen)
-        replica = Replica(config, engine, etcd, pending, metrics)
+        replica = Replica(config, engine, etcd, pending, metrics, FaultPoints.from_env(os.environ))
         executor = make_executor(
-            ExecutorKind(config.executor), engine, identity=config.identity, parallelism=config.parallelism
+            ExecutorKind(config.executor),
+            engine,
+            identity=config.identity,
+            parallelism=config.parallelism,
+            silence_limit=config.zombie_threshold,
         )
         listener = Listener(
             config.database_url,
@@ -82,7 +90,9 @@ def cli(
     retry_period: float = typer.Option(0.4, envvar="SCHEDD_RETRY_PERIOD", help="seconds"),
     metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
     zombie_threshold: float = typer.Option(
-        30.0, envvar="SCHEDD_ZOMBIE_THRESHOLD", help="seconds without a heartbeat before an attempt is lost"
+        30.0,
+        envvar="SCHEDD_ZOMBIE_THRESHOLD",
+        help="seconds unheard before an attempt is lost, for attempts whose worker has no record",
     ),
     executor: str = typer.Option(
         "distributed", envvar="SCHEDD_EXECUTOR", help="where tasks run: distributed, local or sequential"

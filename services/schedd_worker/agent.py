@@ -5,14 +5,22 @@ Results not yet acknowledged are kept and sent again after a reconnect; the
 registry applies each at most once (attempt-conditional updates), so re-sending
 is safe. The hello of every (re)connect lists what this worker runs, so the
 registry can fail over anything assigned to it that never arrived. The stream is
-re-opened with exponential backoff after it breaks. Output is best effort: what
-is produced while disconnected is not stored.
+re-opened with exponential backoff after it breaks, to the next registry of the
+configured list each time (any registry serves any worker). Output is best effort:
+what is produced while disconnected is not stored.
+
+Attempt fencing (``schedd_core.permits``): the worker runs its attempts only while
+its permit holds; a Welcome acknowledges the hello, a HeartbeatAck a heartbeat, and
+``AttemptFence`` stops everything when neither they nor the etcd lease vouch for the
+worker any more. An assignment that arrives when the registry has not acknowledged
+the worker lately is handed straight back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -22,6 +30,9 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
+from schedd_core.clock import SystemClock
+from schedd_core.permits import AttemptWindows, Permit
+from schedd_exec.attempt_fence import AttemptFence
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
 from schedd_rpc import convert
@@ -32,11 +43,18 @@ log = logging.getLogger(__name__)
 _OUTCOME = {True: worker_pb2.TASK_OUTCOME_SUCCEEDED, False: worker_pb2.TASK_OUTCOME_FAILED}
 #: Seconds to wait for the registry to acknowledge the last results before exiting.
 FINAL_ACK_WAIT = 10.0
+_CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 2000),
+    ("grpc.keepalive_timeout_ms", 2000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.lb_policy_name", "round_robin"),
+]
 
 
 class WorkerAgent:
     def __init__(self, config: WorkerConfig) -> None:
         self._config = config
+        self._clock = SystemClock()
         self.executor = AttemptExecutor(
             python_workers=config.python_workers or config.capacity,
             kill_grace=config.kill_grace,
@@ -44,11 +62,20 @@ class WorkerAgent:
             on_done=self._done,
             task_database_url=config.task_database_url,
         )
+        self.permit = Permit(AttemptWindows(), config.kill_grace, self._clock)
+        self.fence = AttemptFence(
+            self.permit,
+            self.executor.reaper,
+            self._clock,
+            running=lambda: len(self.executor.running),
+            stop_all=self.abandon_all,
+        )
+        self._sequence = itertools.count(1)
+        self._hello_sequence = 0
         self._unacked: dict[str, worker_pb2.TaskResult] = {}
         self._acked = asyncio.Event()
         self._offsets: dict[str, int] = {}
         self._outgoing: asyncio.Queue[worker_pb2.WorkerMessage] | None = None
-        self._heartbeat_interval = 5.0
         self._welcomed = asyncio.Event()
         self.draining = False
         self._drain_requested = asyncio.Event()
@@ -61,6 +88,7 @@ class WorkerAgent:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until drained: ``stop`` (SIGTERM) or a Drain message starts the drain."""
         await self.executor.start()
+        fencing = asyncio.create_task(self.fence.run(), name="attempt-fence")
         connection = asyncio.create_task(self._connect_forever(), name="registry-connection")
         drain_signal = asyncio.ensure_future(stop.wait())
         drain_request = asyncio.ensure_future(self._drain_requested.wait())
@@ -68,9 +96,10 @@ class WorkerAgent:
         drain_signal.cancel()
         drain_request.cancel()
         await self.drain(self._drain_grace)
-        connection.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await connection
+        for task in (connection, fencing):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.executor.close()
 
     async def drain(self, grace: float) -> None:
@@ -93,7 +122,7 @@ class WorkerAgent:
             )
 
     def abandon_all(self, reason: str) -> None:
-        """Stop every running attempt now (e.g. the worker's lease is lost); they run again elsewhere."""
+        """Stop every running attempt now; they are reported abandoned and run again elsewhere."""
         for assignment in self.executor.running:
             log.warning("abandoning attempt %s: %s", assignment.attempt.attempt_id, reason)
             self.executor.cancel(assignment.attempt.attempt_id)
@@ -102,14 +131,15 @@ class WorkerAgent:
 
     async def _connect_forever(self) -> None:
         delay = 0.1
-        while True:
+        for registry in itertools.cycle(self._config.registries):
             try:
-                async with grpc.aio.insecure_channel(self._config.registry) as channel:
+                async with grpc.aio.insecure_channel(registry, options=_CHANNEL_OPTIONS) as channel:
                     await self._session(worker_pb2_grpc.WorkerRegistryStub(channel))
                     delay = 0.1
             except grpc.aio.AioRpcError as exc:
                 log.warning(
-                    "registry stream broke: %s %s; reconnecting in %.1fs",
+                    "stream to registry %s broke: %s %s; reconnecting in %.1fs",
+                    registry,
                     exc.code().name,
                     exc.details(),
                     delay,
@@ -123,6 +153,8 @@ class WorkerAgent:
         outgoing: asyncio.Queue[worker_pb2.WorkerMessage] = asyncio.Queue()
         cfg = self._config
         running = [a.attempt for a in self.executor.running] + [r.attempt for r in self._unacked.values()]
+        self._hello_sequence = next(self._sequence)
+        self.permit.sent(self._hello_sequence)
         outgoing.put_nowait(
             worker_pb2.WorkerMessage(
                 hello=worker_pb2.WorkerHello(
@@ -133,6 +165,7 @@ class WorkerAgent:
                     code_version=cfg.code_version,
                     incarnation=cfg.incarnation,
                     running=running,
+                    kill_grace=convert.duration(cfg.kill_grace),
                 )
             )
         )
@@ -168,13 +201,19 @@ class WorkerAgent:
 
     async def _heartbeats(self) -> None:
         """Heartbeat every interval the registry asked for (from its welcome on), idle or not: the
-        registry learns the worker's load and that it is alive, and does not hand work to a
-        worker that has gone silent."""
+        registry learns the worker's load and that it is alive, and its acknowledgements keep the
+        worker's permit to run its attempts."""
         await self._welcomed.wait()
         while True:
+            sequence = next(self._sequence)
             attempts = [a.attempt for a in self.executor.running]
-            self._send(worker_pb2.WorkerMessage(heartbeat=worker_pb2.TaskHeartbeat(attempts=attempts)))
-            await asyncio.sleep(self._heartbeat_interval)
+            self.permit.sent(sequence)
+            self._send(
+                worker_pb2.WorkerMessage(
+                    heartbeat=worker_pb2.TaskHeartbeat(attempts=attempts, sequence=sequence)
+                )
+            )
+            await asyncio.sleep(self.permit.windows.heartbeat_interval)
 
     def _send(self, message: worker_pb2.WorkerMessage) -> None:
         if self._outgoing is not None:
@@ -188,8 +227,13 @@ class WorkerAgent:
                 if self.draining:
                     # Credits raced with the drain: hand it straight back.
                     self._done(assignment, _abandoned("the worker is draining"))
+                elif not self.permit.may_start():
+                    self._done(assignment, _abandoned("the worker was not heard by its registry lately"))
                 else:
                     self.executor.submit(assignment)
+        elif kind == "heartbeat_ack":
+            self.permit.acknowledged(message.heartbeat_ack.sequence)
+            self.fence.poke()
         elif kind == "ack":
             self._unacked.pop(message.ack.attempt.attempt_id, None)
             self._acked.set()
@@ -211,10 +255,19 @@ class WorkerAgent:
             self._drain_grace = message.drain.grace.ToTimedelta().total_seconds()
             self._drain_requested.set()
         elif kind == "welcome":
-            interval = message.welcome.heartbeat_interval.ToTimedelta().total_seconds()
-            self._heartbeat_interval = interval if interval > 0 else self._heartbeat_interval
-            self._welcomed.set()
-            log.info("connected to registry as %s", message.welcome.worker_id)
+            self._welcome(message.welcome)
+
+    def _welcome(self, welcome: worker_pb2.Welcome) -> None:
+        windows = AttemptWindows(
+            heartbeat_interval=welcome.heartbeat_interval.ToTimedelta().total_seconds(),
+            ack_window=welcome.ack_window.ToTimedelta().total_seconds(),
+            silence_limit=welcome.silence_limit.ToTimedelta().total_seconds(),
+        )
+        self.permit.granted(windows)
+        self.permit.acknowledged(self._hello_sequence)
+        self.fence.poke()
+        self._welcomed.set()
+        log.info("connected to registry as %s", welcome.worker_id)
 
     async def _callback(self, request: worker_pb2.RunCallback) -> None:
         try:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    registry: str
+    #: Registry addresses (host:port, or a DNS name that resolves to several); the worker moves to
+    #: the next one whenever its stream breaks.
+    registries: tuple[str, ...]
     worker_id: str
     hostname: str
     incarnation: str
@@ -17,8 +19,10 @@ class WorkerConfig:
     #: etcd endpoints for the worker's liveness lease; empty: heartbeats only.
     etcd_endpoints: str = ""
     lease_ttl: int = 5
-    #: Seconds between SIGTERM and SIGKILL when a task must stop.
-    kill_grace: float = 5.0
+    #: Seconds between SIGTERM and SIGKILL when a task must stop. With a liveness lease it must be
+    #: shorter than the lease's margin (TTL minus renew deadline), so a task stopped when the lease
+    #: lapses is dead before etcd can expire the lease.
+    kill_grace: float = 1.0
     #: Seconds a SIGTERM'd worker lets running tasks finish before handing them back.
     drain_grace: float = 60.0
     #: Warm Python processes; 0 for as many as the capacity.

@@ -1,9 +1,13 @@
 """The worker's liveness key in etcd: ``/schedd/workers/{id}`` under a kept lease.
 
-When the worker dies its lease ends and the leading scheduler fails over its
-attempts at once. When the worker loses its lease while alive (cut off from
-etcd), it must assume its attempts are being failed over, so it abandons them
-(fail-stop) and takes a new lease once etcd answers again.
+When the worker dies its lease ends, etcd deletes the key, and the leading scheduler
+fails its attempts over as soon as the worker has also been unheard by its registry for
+its fence window. While the key exists, the worker's permit (``schedd_core.permits``)
+lets it keep running attempts although its registry does not answer (up to the silence
+cap); the key counts only once it is written, and stops counting at the lease's own
+fail-stop deadline, before etcd can expire it. A lost lease alone stops nothing while
+the registry still acknowledges heartbeats: a restart of etcd neither kills nor re-runs
+a task. The worker then takes a new lease once etcd answers again.
 """
 
 from __future__ import annotations
@@ -17,34 +21,56 @@ from schedd_coord.client import EtcdClient
 from schedd_coord.errors import CoordinationError
 from schedd_coord.lease import KeptLease, LeaseTiming
 from schedd_coord.members import announce_worker
+from schedd_core.permits import Permit
 
 log = logging.getLogger(__name__)
 
 
+def _deadline_of(lease: KeptLease) -> Callable[[], float]:
+    def until() -> float:
+        return lease.deadline.until
+
+    return until
+
+
+def liveness_timing(ttl: int) -> LeaseTiming:
+    """The lease timing of a worker with liveness TTL ``ttl`` seconds."""
+    return LeaseTiming(ttl=ttl, renew_deadline=ttl * 2 / 3, retry_period=ttl / 6)
+
+
 async def keep_liveness(
-    endpoints: str, worker_id: str, incarnation: str, ttl: int, on_lost: Callable[[str], None]
+    endpoints: str,
+    worker_id: str,
+    incarnation: str,
+    timing: LeaseTiming,
+    permit: Permit,
+    on_change: Callable[[], None],
 ) -> None:
-    """Hold the liveness key until cancelled; call ``on_lost`` whenever the lease is lost."""
-    timing = LeaseTiming(ttl=ttl, renew_deadline=ttl * 2 / 3, retry_period=ttl / 6)
+    """Hold the liveness key until cancelled, telling ``permit`` whether a lease backs it."""
     client = EtcdClient(endpoints)
     delay = 0.2
     try:
         while True:
-            lease = KeptLease(client, timing)
+            lease = KeptLease(endpoints, timing)
             try:
                 await lease.start()
                 await announce_worker(client, worker_id, incarnation, lease.lease_id)
+                permit.lease_held(_deadline_of(lease))
+                on_change()
                 delay = 0.2
                 await lease.lost.wait()
-                on_lost("the worker's etcd lease was lost")
+                log.warning("the worker's etcd lease was lost; running on registry acknowledgements alone")
             except CoordinationError as exc:
                 log.warning("liveness lease: %s; retrying in %.1fs", exc, delay)
             except asyncio.CancelledError:
                 # The worker is leaving in order: give the key up now rather than one TTL later.
+                permit.lease_lost()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(lease.stop(revoke=True), 2.0)
                 raise
             finally:
+                permit.lease_lost()
+                on_change()
                 with contextlib.suppress(Exception):
                     await lease.stop(revoke=False)
             await asyncio.sleep(delay)

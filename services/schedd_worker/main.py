@@ -14,7 +14,7 @@ import typer
 from schedd_rpc.server import stop_signals
 from schedd_worker.agent import WorkerAgent
 from schedd_worker.config import WorkerConfig
-from schedd_worker.liveness import keep_liveness
+from schedd_worker.liveness import keep_liveness, liveness_timing
 
 log = logging.getLogger("schedd.worker")
 
@@ -29,8 +29,9 @@ async def serve(config: WorkerConfig) -> None:
                 config.etcd_endpoints,
                 config.worker_id,
                 config.incarnation,
-                config.lease_ttl,
-                agent.abandon_all,
+                liveness_timing(config.lease_ttl),
+                agent.permit,
+                agent.fence.poke,
             )
         )
     try:
@@ -43,8 +44,41 @@ async def serve(config: WorkerConfig) -> None:
     log.info("worker %s stopped after %d attempts", config.worker_id, agent.completed)
 
 
+def default_kill_grace(lease_ttl: int, with_lease: bool) -> float:
+    """1 s, or less where the liveness lease's margin is smaller: three quarters of it."""
+    if not with_lease:
+        return 1.0
+    return min(1.0, 0.75 * liveness_timing(lease_ttl).margin)
+
+
+def check_kill_grace(kill_grace: float, lease_ttl: int, with_lease: bool) -> None:
+    """Raise typer.BadParameter unless a task stopped when the lease lapses dies before etcd can
+    expire the lease (kill grace < TTL - renew deadline)."""
+    if kill_grace < 0:
+        raise typer.BadParameter("--kill-grace must not be negative")
+    if with_lease:
+        margin = liveness_timing(lease_ttl).margin
+        if kill_grace >= margin:
+            raise typer.BadParameter(
+                f"--kill-grace ({kill_grace:g}s) must be shorter than the liveness lease's margin "
+                f"({margin:.2f}s: TTL {lease_ttl}s minus its renew deadline), or a task stopped when the "
+                "lease lapses could still run when its retry starts elsewhere"
+            )
+
+
+def parse_registries(value: str) -> tuple[str, ...]:
+    registries = tuple(r.strip() for r in value.split(",") if r.strip())
+    if not registries:
+        raise typer.BadParameter("--registry needs at least one host:port")
+    return registries
+
+
 def cli(
-    registry: str = typer.Option("127.0.0.1:50052", envvar="SCHEDD_REGISTRY", help="host:port"),
+    registry: str = typer.Option(
+        "127.0.0.1:50052",
+        envvar="SCHEDD_REGISTRY",
+        help="host:port[,host:port...]; the worker fails over between them",
+    ),
     worker_id: str = typer.Option("", envvar="SCHEDD_WORKER_ID", help="default: hostname-pid"),
     queues: str = typer.Option("default", envvar="SCHEDD_WORKER_QUEUES", help="comma-separated"),
     capacity: int = typer.Option(4, envvar="SCHEDD_WORKER_CAPACITY", min=1),
@@ -52,6 +86,11 @@ def cli(
         "", envvar="SCHEDD_ETCD_ENDPOINTS", help="for the liveness lease; without it, heartbeats only"
     ),
     lease_ttl: int = typer.Option(5, envvar="SCHEDD_WORKER_LEASE_TTL", min=2, help="seconds"),
+    kill_grace: float | None = typer.Option(
+        None,
+        envvar="SCHEDD_KILL_GRACE",
+        help="seconds from SIGTERM to SIGKILL of a task that must stop (default: 1, less to fit the lease)",
+    ),
     drain_grace: float = typer.Option(
         60.0, envvar="SCHEDD_DRAIN_GRACE", help="seconds SIGTERM lets tasks finish"
     ),
@@ -66,8 +105,11 @@ def cli(
     """Run a worker: connect to a registry and run the tasks it assigns. SIGTERM drains it."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     hostname = socket.gethostname()
+    with_lease = bool(etcd_endpoints)
+    grace = default_kill_grace(lease_ttl, with_lease) if kill_grace is None else kill_grace
+    check_kill_grace(grace, lease_ttl, with_lease)
     config = WorkerConfig(
-        registry=registry,
+        registries=parse_registries(registry),
         worker_id=worker_id or f"{hostname}-{os.getpid()}",
         hostname=hostname,
         incarnation=uuid.uuid4().hex,
@@ -75,6 +117,7 @@ def cli(
         capacity=capacity,
         etcd_endpoints=etcd_endpoints,
         lease_ttl=lease_ttl,
+        kill_grace=grace,
         drain_grace=drain_grace,
         python_workers=python_workers,
         task_database_url=task_database_url,

@@ -31,9 +31,9 @@ def key() -> bytes:
     return f"/test/{uuid.uuid4().hex}/leader".encode()
 
 
-async def test_one_leader_and_tokens_grow(etcd: EtcdClient, key: bytes) -> None:
+async def test_one_leader_and_tokens_grow(etcd: EtcdClient, etcd_endpoints: str, key: bytes) -> None:
     a, b = Election(etcd, identity="a", key=key), Election(etcd, identity="b", key=key)
-    lease_a, lease_b = KeptLease(etcd, FAST), KeptLease(etcd, FAST)
+    lease_a, lease_b = KeptLease(etcd_endpoints, FAST), KeptLease(etcd_endpoints, FAST)
     await lease_a.start()
     await lease_b.start()
     try:
@@ -54,9 +54,11 @@ async def test_one_leader_and_tokens_grow(etcd: EtcdClient, key: bytes) -> None:
         await lease_b.stop(revoke=True)
 
 
-async def test_a_crashed_leaders_key_expires_with_its_lease(etcd: EtcdClient, key: bytes) -> None:
+async def test_a_crashed_leaders_key_expires_with_its_lease(
+    etcd: EtcdClient, etcd_endpoints: str, key: bytes
+) -> None:
     a, b = Election(etcd, identity="a", key=key), Election(etcd, identity="b", key=key)
-    lease_a, lease_b = KeptLease(etcd, FAST), KeptLease(etcd, FAST)
+    lease_a, lease_b = KeptLease(etcd_endpoints, FAST), KeptLease(etcd_endpoints, FAST)
     await lease_a.start()
     await lease_b.start()
     try:
@@ -70,8 +72,8 @@ async def test_a_crashed_leaders_key_expires_with_its_lease(etcd: EtcdClient, ke
         await lease_b.stop(revoke=True)
 
 
-async def test_kept_lease_stays_valid_while_renewed(etcd: EtcdClient) -> None:
-    lease = KeptLease(etcd, FAST)
+async def test_kept_lease_stays_valid_while_renewed(etcd_endpoints: str) -> None:
+    lease = KeptLease(etcd_endpoints, FAST)
     await lease.start()
     try:
         with pytest.raises(TimeoutError):
@@ -90,7 +92,8 @@ async def test_partitioned_holder_stops_before_its_lease_can_expire(etcd_endpoin
     loop = asyncio.get_running_loop()
     try:
         a, b = Election(cut_off, identity="a", key=key), Election(direct, identity="b", key=key)
-        lease_a, lease_b = KeptLease(cut_off, FAST), KeptLease(direct, FAST)
+        lease_a = KeptLease(proxy.endpoint, FAST, rpc_timeout=0.5)
+        lease_b = KeptLease(etcd_endpoints, FAST)
         await lease_a.start()
         await lease_b.start()
         await a.campaign(lease_a.lease_id)

@@ -91,6 +91,7 @@ class WorkerHello(_message.Message):
     CODE_VERSION_FIELD_NUMBER: _builtins.int
     INCARNATION_FIELD_NUMBER: _builtins.int
     RUNNING_FIELD_NUMBER: _builtins.int
+    KILL_GRACE_FIELD_NUMBER: _builtins.int
     worker_id: _builtins.str
     hostname: _builtins.str
     capacity: _builtins.int
@@ -105,6 +106,12 @@ class WorkerHello(_message.Message):
         e.g. after a reconnect. Any other attempt assigned to this worker id is lost and run again.
         """
 
+    @_builtins.property
+    def kill_grace(self) -> _duration_pb2.Duration:
+        """How long the worker takes at most from deciding to stop an attempt to its process group being
+        killed (SIGTERM, then SIGKILL). The registry adds it to the windows it grants.
+        """
+
     def __init__(
         self,
         *,
@@ -115,10 +122,11 @@ class WorkerHello(_message.Message):
         code_version: _builtins.str = ...,
         incarnation: _builtins.str = ...,
         running: _abc.Iterable[Global___AttemptRef] | None = ...,
+        kill_grace: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["kill_grace", b"kill_grace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "code_version", b"code_version", "hostname", b"hostname", "incarnation", b"incarnation", "queues", b"queues", "running", b"running", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "code_version", b"code_version", "hostname", b"hostname", "incarnation", b"incarnation", "kill_grace", b"kill_grace", "queues", b"queues", "running", b"running", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -147,19 +155,28 @@ Global___Credit: _TypeAlias = Credit  # noqa: Y015
 
 @_typing.final
 class TaskHeartbeat(_message.Message):
+    """Sent every heartbeat interval, idle or not. The registry answers with a HeartbeatAck once it has
+    stored it; the worker may keep running its attempts for the ack window after sending a heartbeat
+    that was acknowledged (see Welcome).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ATTEMPTS_FIELD_NUMBER: _builtins.int
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    """Increases with every heartbeat of one stream; echoed in the HeartbeatAck."""
     @_builtins.property
     def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttemptRef]: ...
     def __init__(
         self,
         *,
         attempts: _abc.Iterable[Global___AttemptRef] | None = ...,
+        sequence: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "sequence", b"sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -326,26 +343,62 @@ Global___WorkerMessage: _TypeAlias = WorkerMessage  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):
+    """The registry's answer to a hello, with the timing the worker must keep. A worker may run its
+    attempts while (a) less than ack_window has passed since it sent its newest acknowledged heartbeat,
+    or its etcd liveness lease (the one it held when each attempt started) is valid; and (b) less than
+    silence_limit minus its kill grace (and a margin) has passed since that heartbeat. Past that it
+    must stop them: the leader then fails them over.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     WORKER_ID_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
+    ACK_WINDOW_FIELD_NUMBER: _builtins.int
+    SILENCE_LIMIT_FIELD_NUMBER: _builtins.int
     worker_id: _builtins.str
     @_builtins.property
     def heartbeat_interval(self) -> _duration_pb2.Duration: ...
+    @_builtins.property
+    def ack_window(self) -> _duration_pb2.Duration: ...
+    @_builtins.property
+    def silence_limit(self) -> _duration_pb2.Duration: ...
     def __init__(
         self,
         *,
         worker_id: _builtins.str = ...,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
+        ack_window: _duration_pb2.Duration | None = ...,
+        silence_limit: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_window", b"ack_window", "heartbeat_interval", b"heartbeat_interval", "silence_limit", b"silence_limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_window", b"ack_window", "heartbeat_interval", b"heartbeat_interval", "silence_limit", b"silence_limit", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
+
+@_typing.final
+class HeartbeatAck(_message.Message):
+    """The heartbeat with this sequence number is stored."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQUENCE_FIELD_NUMBER: _builtins.int
+    sequence: _builtins.int
+    def __init__(
+        self,
+        *,
+        sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sequence", b"sequence"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HeartbeatAck: _TypeAlias = HeartbeatAck  # noqa: Y015
 
 @_typing.final
 class Assignment(_message.Message):
@@ -578,6 +631,7 @@ class RegistryMessage(_message.Message):
     DRAIN_FIELD_NUMBER: _builtins.int
     RUN_CALLBACK_FIELD_NUMBER: _builtins.int
     ASSIGNMENTS_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_ACK_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -592,6 +646,8 @@ class RegistryMessage(_message.Message):
     def run_callback(self) -> Global___RunCallback: ...
     @_builtins.property
     def assignments(self) -> Global___AssignmentBatch: ...
+    @_builtins.property
+    def heartbeat_ack(self) -> Global___HeartbeatAck: ...
     def __init__(
         self,
         *,
@@ -602,12 +658,13 @@ class RegistryMessage(_message.Message):
         drain: Global___Drain | None = ...,
         run_callback: Global___RunCallback | None = ...,
         assignments: Global___AssignmentBatch | None = ...,
+        heartbeat_ack: Global___HeartbeatAck | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "heartbeat_ack", b"heartbeat_ack", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "heartbeat_ack", b"heartbeat_ack", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain", "run_callback", "assignments"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain", "run_callback", "assignments", "heartbeat_ack"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
