@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/schedd/v1/*.proto)
 GEN_DIR := libs
 
-.PHONY: install run test test-fast test-chaos lint protos bench clean
+.PHONY: install run test test-fast test-chaos soak lint protos bench clean
 
 $(STAMP): pyproject.toml $(wildcard libs/*/__init__.py services/*/__init__.py)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test: $(STAMP)
 
 test-chaos: $(STAMP)
 	$(PY) -m pytest -q -m chaos
+
+# A random mix of faults against a steady load (not in CI): make soak SOAK_ARGS="--minutes 10 --seed 42"
+soak: $(STAMP)
+	$(PY) -m tests.chaos.soak $(SOAK_ARGS)
 
 run: $(STAMP)
 	$(PY) -m schedd_devstack.run_local

@@ -200,12 +200,14 @@ async def _mark_lost(conn: AsyncConnection, attempts: Sequence[AttemptRef]) -> l
 
 
 async def record_worker_heartbeat(
-    engine: AsyncEngine, worker_id: str, attempts: Sequence[AttemptRef]
+    engine: AsyncEngine, worker_id: str, attempts: Sequence[AttemptRef], *, lost: Sequence[AttemptRef] = ()
 ) -> set[str]:
-    """Record that the worker was heard now (running ``attempts``); returns the attempt ids among
-    them that are no longer current on that worker, for it to stop. The heartbeat is stored when
-    this returns."""
+    """Record that the worker was heard now (running ``attempts``), and mark ``lost`` the attempts it
+    received but does not run; returns the attempt ids among ``attempts`` that are no longer current
+    on that worker, for it to stop. The heartbeat is stored when this returns."""
     async with engine.begin() as conn:
+        if lost:
+            await _mark_lost(conn, lost)
         rows = (
             await conn.execute(
                 sql.RECORD_WORKER_HEARTBEAT,

@@ -63,9 +63,9 @@ async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
 async def load_runs(
     conn: FencedConnection, run_pks: Sequence[int], *, budget: int
 ) -> tuple[list[PlanningRun], list[int]]:
-    """Lock the unfinished runs among ``run_pks`` whose task counts add up to at most ``budget``
-    (oldest logical date first; at least one run) and read the states of their task instances.
-    Returns the runs and the unfinished runs left for a later pass."""
+    """Lock the unfinished runs among ``run_pks`` that this pass evaluates (the oldest one, plus the
+    smallest others whose task counts add up to at most ``budget``) and read the states of their task
+    instances. Returns the runs and the unfinished runs left for a later pass."""
     runs: dict[int, PlanningRun] = {}
     deferred: list[int] = []
     rows = (

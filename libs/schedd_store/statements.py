@@ -116,18 +116,24 @@ LIST_TASK_INSTANCES = _sql(
 
 UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
 
-#: Locks the unfinished runs among :run_pks that fit the pass's budget of task instances, oldest logical
-#: date first (always at least one), and reads their task instances in one round trip (a run without
-#: task instances yet comes back as one row with NULL task columns). Every row also carries
-#: ``deferred``: the unfinished runs among :run_pks left for a later pass.
+#: Locks the unfinished runs among :run_pks to evaluate in this pass and reads their task instances in
+#: one round trip (a run without task instances yet comes back as one row with NULL task columns):
+#: the run with the oldest logical date, whatever its size (so every run is reached), and then the
+#: smallest runs whose task counts add up to at most :budget (so a flood of large runs never holds
+#: back a small one for more than one pass). Every row also carries ``deferred``: the unfinished runs
+#: among :run_pks left for a later pass.
 LOCK_RUNS_AND_LOAD_TASKS = _sql(
     "WITH candidates AS ("
-    "  SELECT r.id, v.task_count, sum(v.task_count) OVER (ORDER BY r.logical_date, r.id) AS upto "
+    "  SELECT r.id, v.task_count, row_number() OVER (ORDER BY r.logical_date, r.id) AS age "
     "  FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
     "  WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running')"
-    "), chosen AS (SELECT id FROM candidates WHERE upto - task_count < :budget) "
+    "), ranked AS ("
+    "  SELECT id, age, task_count, "
+    "  sum(task_count) FILTER (WHERE age > 1) OVER (ORDER BY task_count, age) AS upto FROM candidates"
+    "), chosen AS (SELECT id FROM ranked WHERE age = 1 OR upto - task_count < :budget) "
     "SELECT r.id AS run_pk, r.dag_id, r.dag_version_id, r.state AS run_state, r.logical_date AS run_date, "
-    "(SELECT array_agg(c.id) FROM candidates c WHERE c.upto - c.task_count >= :budget) AS deferred, "
+    "(SELECT array_agg(k.id) FROM ranked k WHERE k.age > 1 AND k.upto - k.task_count >= :budget) "
+    "AS deferred, "
     "EXTRACT(EPOCH FROM now() - r.started_at) AS run_age, d.paused, "
     "ti.id, ti.task_id, ti.state, ti.follow, ti.try_number, "
     "COALESCE(ti.next_retry_at <= now(), false) AS retry_due, "

@@ -96,7 +96,7 @@ class Dispatcher:
         for session in sessions[self._turn :] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
-            if time.monotonic() - session.last_seen > self._silent_after:
+            if time.monotonic() - session.last_heard > self._silent_after:
                 continue  # not heard for a while (frozen, cut off): it could not start the work anyway
             groups.setdefault(tuple(sorted(session.queues)), []).append(session)
         more = False
@@ -119,6 +119,7 @@ class Dispatcher:
                     session.send(
                         worker_pb2.RegistryMessage(assignments=worker_pb2.AssignmentBatch(assignments=batch))
                     )
+                    session.sent_assignments([a.attempt for a in batch])
             if len(claimed) == len(slots):
                 more = True
         return more

@@ -186,7 +186,6 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             task.add_done_callback(pending.discard)
 
         async for message in requests:
-            session.last_seen = time.monotonic()
             kind = message.WhichOneof("message")
             if kind == "credit":
                 self._dispatcher.grant(session, message.credit.slots)
@@ -228,13 +227,18 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         """Store the heartbeat, then acknowledge it; an unstored heartbeat is not acknowledged (the
         worker's permit then runs out, as it must: nothing here vouches for it)."""
         refs = {a.attempt_id: a for a in heartbeat.attempts}
+        forgotten = session.received_but_not_listed(heartbeat.assignments_received, set(refs))
         try:
             stale = await dispatch.record_worker_heartbeat(
-                self._engine, session.worker_id, [_ref(a) for a in refs.values()]
+                self._engine,
+                session.worker_id,
+                [_ref(a) for a in refs.values()],
+                lost=[_ref(a) for a in forgotten],
             )
         except Exception as exc:
             log.warning("heartbeat of worker %s not stored: %s", session.worker_id, exc)
             return
+        session.last_heard = time.monotonic()
         session.send(
             worker_pb2.RegistryMessage(heartbeat_ack=worker_pb2.HeartbeatAck(sequence=heartbeat.sequence))
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from schedd.v1 import worker_pb2
@@ -19,9 +20,31 @@ class WorkerSession:
     draining: bool = False
     outbox: asyncio.Queue[worker_pb2.RegistryMessage] = field(default_factory=asyncio.Queue)
     closed: bool = False
-    #: Monotonic time of the worker's last message; a worker silent for long gets no new work.
-    last_seen: float = field(default_factory=time.monotonic)
+    #: Monotonic time the worker's last heartbeat (or its hello) was stored. A worker not heard for
+    #: longer than its ack window could not start new work, so it gets none.
+    last_heard: float = field(default_factory=time.monotonic)
+
+    #: Assignments sent on this stream that no heartbeat has accounted for yet, in sending order, and
+    #: how many were sent (and accounted for) before the first of them.
+    unconfirmed: deque[worker_pb2.AttemptRef] = field(default_factory=deque)
+    confirmed_count: int = 0
 
     def send(self, message: worker_pb2.RegistryMessage) -> None:
         if not self.closed:
             self.outbox.put_nowait(message)
+
+    def sent_assignments(self, attempts: list[worker_pb2.AttemptRef]) -> None:
+        self.unconfirmed.extend(attempts)
+
+    def received_but_not_listed(self, received: int, listed: set[str]) -> list[worker_pb2.AttemptRef]:
+        """A heartbeat says the worker received ``received`` assignments on this stream and runs (or
+        holds a result for) ``listed``: the newly received ones it does not list are lost (it never
+        started them, or they finished and were reported already; marking those lost changes
+        nothing). Each assignment is accounted for once."""
+        lost: list[worker_pb2.AttemptRef] = []
+        while self.unconfirmed and self.confirmed_count < received:
+            attempt = self.unconfirmed.popleft()
+            self.confirmed_count += 1
+            if attempt.attempt_id not in listed:
+                lost.append(attempt)
+        return lost

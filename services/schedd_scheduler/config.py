@@ -15,8 +15,8 @@ class SchedulerConfig:
     lease: LeaseTiming = field(default_factory=LeaseTiming)
     #: Most runs evaluated in one fenced transaction.
     batch_size: int = 500
-    #: Most task instances one pass plans (the runs' task counts added up; a larger run is planned
-    #: alone). Keeps every pass well inside the lease's renew deadline.
+    #: Task instances one pass plans besides its oldest run: the smallest pending runs whose task
+    #: counts add up to at most this. Keeps every pass well inside the lease's renew deadline.
     pass_budget: int = 5000
     db_pool_size: int = 4
     #: Seconds a SIGTERM hand-over waits for the current pass to finish.

@@ -2,11 +2,14 @@
 
 Work grows with what changed: a finished task notifies its run, and only that
 run is evaluated. Each pass is one fenced transaction over at most ``batch_size``
-runs whose task counts add up to at most ``pass_budget`` task instances (a larger
-run is planned alone); the runs that did not fit wait in the pending set for the
-next pass. A term's first pass is a full scan that only *enqueues* every unfinished
-run, so the work after a failover is done in the same bounded passes: each pass
-commits on its own, and a term that ends midway has still made progress.
+runs: the oldest pending run, whatever its size, and the smallest others whose task
+counts add up to at most ``pass_budget`` task instances; the runs that did not fit
+wait in the pending set for the next pass. So a pass is bounded, every run is
+reached, and a flood of large runs delays a small one by one pass at most.
+
+A term's first pass is a full scan that only *enqueues* every unfinished run, so
+the work after a failover is done in the same bounded passes: each pass commits
+on its own, and a term that ends midway has still made progress.
 
 If the fence has moved on (a newer term), :class:`FencedOut` ends the loop, and if
 the lease ran out before a commit, :class:`LeaseExpired` does; nothing of that

@@ -72,6 +72,8 @@ class WorkerAgent:
         )
         self._sequence = itertools.count(1)
         self._hello_sequence = 0
+        #: Assignments received on the current stream.
+        self._received = 0
         self._unacked: dict[str, worker_pb2.TaskResult] = {}
         self._acked = asyncio.Event()
         self._offsets: dict[str, int] = {}
@@ -179,6 +181,7 @@ class WorkerAgent:
                 outgoing.put_nowait(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=free)))
         self._outgoing = outgoing
         self._welcomed.clear()
+        self._received = 0
 
         async def requests() -> AsyncIterator[worker_pb2.WorkerMessage]:
             while True:
@@ -206,11 +209,15 @@ class WorkerAgent:
         await self._welcomed.wait()
         while True:
             sequence = next(self._sequence)
-            attempts = [a.attempt for a in self.executor.running]
+            attempts = [a.attempt for a in self.executor.running] + [
+                r.attempt for r in self._unacked.values()
+            ]
             self.permit.sent(sequence)
             self._send(
                 worker_pb2.WorkerMessage(
-                    heartbeat=worker_pb2.TaskHeartbeat(attempts=attempts, sequence=sequence)
+                    heartbeat=worker_pb2.TaskHeartbeat(
+                        attempts=attempts, sequence=sequence, assignments_received=self._received
+                    )
                 )
             )
             await asyncio.sleep(self.permit.windows.heartbeat_interval)
@@ -223,6 +230,7 @@ class WorkerAgent:
         kind = message.WhichOneof("message")
         if kind in ("assignment", "assignments"):
             batch = [message.assignment] if kind == "assignment" else list(message.assignments.assignments)
+            self._received += len(batch)
             for assignment in batch:
                 if self.draining:
                     # Credits raced with the drain: hand it straight back.

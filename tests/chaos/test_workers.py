@@ -299,6 +299,11 @@ def test_paused_worker_late_result_is_rejected(make_cluster: MakeCluster, tmp_pa
 
     ti = task_instance(cluster, "stopped", "r1")
     assert (ti["state"], ti["attempt_id"], ti["worker_id"]) == ("success", retry_attempt, "rescuer"), ti
+    # The tasks' own view: the frozen worker's reaper killed the stale attempt's process before the
+    # retry began, although the worker itself could do nothing.
+    retry_began = stamps(marks / retry_attempt)[0][1]
+    late = [(k, t) for k, t in stamps(marks / stale_attempt) if t >= retry_began]
+    assert not late, f"the frozen worker's attempt ran on after the retry began at {retry_began}: {late}"
     rows = attempts(cluster, "stopped", "r1")
     assert [(r["attempt_id"], r["state"]) for r in rows] == [
         (stale_attempt, "lost"),

@@ -81,3 +81,44 @@ def test_api_answers_unavailable_while_postgresql_is_down() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def _run(module: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_worker_refuses_a_kill_grace_longer_than_its_lease_margin() -> None:
+    """A task stopped when the lease lapses must be dead before etcd can expire the lease."""
+    result = _run(
+        "schedd_worker.main",
+        "--etcd-endpoints",
+        f"127.0.0.1:{free_port()}",
+        "--lease-ttl",
+        "5",
+        "--kill-grace",
+        "5",
+    )
+    assert result.returncode == 2, result.stderr
+    assert "--kill-grace" in result.stderr and "margin" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_registry_refuses_windows_that_cannot_work(database_url: str) -> None:
+    result = _run(
+        "schedd_registry.main",
+        env={
+            "SCHEDD_DATABASE_URL": database_url,
+            "SCHEDD_HEARTBEAT_INTERVAL": "2",
+            "SCHEDD_ZOMBIE_THRESHOLD": "4",
+        },
+    )
+    assert result.returncode == 2, result.stderr
+    assert "silence limit" in result.stderr
+    assert "Traceback" not in result.stderr

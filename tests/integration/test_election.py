@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -112,3 +113,16 @@ async def test_partitioned_holder_stops_before_its_lease_can_expire(etcd_endpoin
         await cut_off.close()
         await direct.close()
         proxy.stop()
+
+
+async def test_a_kept_lease_survives_a_blocked_event_loop(etcd_endpoints: str) -> None:
+    """The keep-alive runs on its own thread: an owner that blocks its event loop for longer than
+    the TTL (a long CPU-bound pass) still holds a valid lease afterwards."""
+    lease = KeptLease(etcd_endpoints, FAST)
+    await lease.start()
+    try:
+        time.sleep(FAST.ttl * 1.5)  # noqa: ASYNC251  # blocking the owner's loop is the point
+        assert lease.remaining() > 0, "the lease was not renewed while the owner's loop was blocked"
+        assert lease.valid
+    finally:
+        await lease.stop(revoke=True)

@@ -164,19 +164,27 @@ class TaskHeartbeat(_message.Message):
 
     ATTEMPTS_FIELD_NUMBER: _builtins.int
     SEQUENCE_FIELD_NUMBER: _builtins.int
+    ASSIGNMENTS_RECEIVED_FIELD_NUMBER: _builtins.int
     sequence: _builtins.int
-    """Increases with every heartbeat of one stream; echoed in the HeartbeatAck."""
+    """Increases with every heartbeat; echoed in the HeartbeatAck."""
+    assignments_received: _builtins.int
+    """Assignments received on this stream so far. Any of them the worker does not list is lost (it
+    never started, or the worker forgot it) and is run again.
+    """
     @_builtins.property
-    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttemptRef]: ...
+    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttemptRef]:
+        """The attempts the worker runs, or holds an unacknowledged result for."""
+
     def __init__(
         self,
         *,
         attempts: _abc.Iterable[Global___AttemptRef] | None = ...,
         sequence: _builtins.int = ...,
+        assignments_received: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "sequence", b"sequence"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments_received", b"assignments_received", "attempts", b"attempts", "sequence", b"sequence"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,105 @@
+"""The reaper process kills watched process groups (grandchildren included) at the deadline, at a
+given time, and at once when its worker goes away; it leaves forgotten groups alone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from schedd_exec.reaper import Reaper
+
+BOUND = 10.0
+
+
+@pytest.fixture
+async def reaper() -> AsyncIterator[Reaper]:
+    r = Reaper()
+    await r.start()
+    yield r
+    await r.close()
+
+
+def group(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """A shell in a session of its own whose background child writes its pid to a file."""
+    script = f"sleep 1000 & echo $! > {tmp_path / 'grandchild'}; wait"
+    proc = subprocess.Popen(["/bin/sh", "-c", script], start_new_session=True)
+    deadline = time.monotonic() + BOUND
+    while not (tmp_path / "grandchild").exists() or not (tmp_path / "grandchild").read_text().strip():
+        assert time.monotonic() < deadline, "the group did not start"
+        time.sleep(0.01)
+    return proc
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+async def wait_dead(proc: subprocess.Popen[bytes], grandchild: int) -> None:
+    began = time.monotonic()
+    while proc.poll() is None or alive(grandchild):
+        assert time.monotonic() - began < BOUND, "the group was not killed"
+        await asyncio.sleep(0.01)
+
+
+def grandchild_of(tmp_path: Path) -> int:
+    return int((tmp_path / "grandchild").read_text())
+
+
+async def test_a_watched_group_dies_at_the_deadline(reaper: Reaper, tmp_path: Path) -> None:
+    proc = group(tmp_path)
+    reaper.deadline(time.monotonic() + 0.3)
+    reaper.watch(proc.pid)
+    await asyncio.sleep(0.1)
+    assert proc.poll() is None, "killed before its deadline"
+    await wait_dead(proc, grandchild_of(tmp_path))
+    assert proc.returncode == -signal.SIGKILL
+
+
+async def test_a_group_to_stop_dies_at_its_time_whatever_the_deadline(reaper: Reaper, tmp_path: Path) -> None:
+    proc = group(tmp_path)
+    reaper.deadline(time.monotonic() + 3600)
+    reaper.watch(proc.pid)
+    reaper.kill_at(proc.pid, time.monotonic() + 0.2)
+    await wait_dead(proc, grandchild_of(tmp_path))
+
+
+async def test_a_forgotten_group_is_left_alone(reaper: Reaper, tmp_path: Path) -> None:
+    proc = group(tmp_path)
+    try:
+        reaper.deadline(time.monotonic() + 0.2)
+        reaper.watch(proc.pid)
+        reaper.forget(proc.pid)
+        await asyncio.sleep(0.6)
+        assert proc.poll() is None
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+async def test_every_watched_group_dies_when_the_worker_goes_away(tmp_path: Path) -> None:
+    reaper = Reaper()
+    await reaper.start()
+    proc = group(tmp_path)
+    reaper.deadline(time.monotonic() + 3600)
+    reaper.watch(proc.pid)
+    await reaper.close()  # the pipe closes, as when the worker is killed
+    await wait_dead(proc, grandchild_of(tmp_path))
+
+
+async def test_a_group_watched_after_the_deadline_dies_at_once(reaper: Reaper, tmp_path: Path) -> None:
+    reaper.deadline(time.monotonic() - 1)
+    proc = group(tmp_path)
+    reaper.watch(proc.pid)
+    await wait_dead(proc, grandchild_of(tmp_path))
