@@ -34,7 +34,7 @@ FAST = {
 }
 LIVENESS = 60.0
 DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
-FAN = {f"t{i}": [] for i in range(24)}
+FAN: dict[str, list[str]] = {f"t{i}": [] for i in range(24)}
 
 MakeCluster = Callable[..., Cluster]
 
