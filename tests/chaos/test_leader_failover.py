@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from schedd_devstack.services import Cluster, ServiceProcess
+from tests.chaos.invariants import FenceWatch, check_passes_in_token_order
 from tests.fixtures.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
@@ -125,8 +126,9 @@ def test_exactly_one_leads_and_kill_9_fails_over(
     run_succeeds(cluster, "before")
 
     killed_at = time.monotonic()
-    leader.kill()
-    new_token, new_leader = cluster.wait_for_leader(above=token, timeout=LIVENESS)
+    with FenceWatch(cluster):
+        leader.kill()
+        new_token, new_leader = cluster.wait_for_leader(above=token, timeout=LIVENESS)
     print(
         f"kill -9 with {replicas} replicas: next leader after "
         f"{time.monotonic() - killed_at:.2f}s (TTL {TTL}s)"
@@ -134,6 +136,7 @@ def test_exactly_one_leads_and_kill_9_fails_over(
     assert new_leader is not leader and new_token > token
     poll(lambda: leaders(cluster) == [identity_of(cluster, new_leader)], 10, "exactly one new leader")
     run_succeeds(cluster, "after")
+    check_passes_in_token_order(cluster)
 
 
 def test_sigterm_hands_over_at_once(make_cluster: Callable[[int], Cluster], tmp_path: Path) -> None:
@@ -146,6 +149,7 @@ def test_sigterm_hands_over_at_once(make_cluster: Callable[[int], Cluster], tmp_
     print(f"SIGTERM hand-over: next leader after {time.monotonic() - stopped_at:.3f}s")
     assert "resigned" in leader.log_tail()
     run_succeeds(cluster, "after-handover")
+    check_passes_in_token_order(cluster)
 
 
 def test_a_paused_leader_writes_nothing_after_the_next_term_began(
@@ -172,6 +176,7 @@ def test_a_paused_leader_writes_nothing_after_the_next_term_began(
     assert leaders(cluster) == [identity_of(cluster, new)]
     run_succeeds(cluster, "after-resume")
     assert stale_passes(cluster, token, new_term_began) == 0
+    check_passes_in_token_order(cluster)
     for i in range(5):
         result = schedctl(cluster, "-o", "json", "runs", "get", f"chain/busy-{i}")
         assert '"RUN_STATE_SUCCESS"' in result.stdout or '"RUN_STATE_RUNNING"' in result.stdout, result.stdout
@@ -207,6 +212,7 @@ def test_a_leader_cut_off_from_etcd_stops_before_the_next_one_starts(
         new_term_began = cluster.fetchval("SELECT raised_at FROM scheduler_fence")
         run_succeeds(cluster, "after-partition")
         assert stale_passes(cluster, token, new_term_began) == 0
+        check_passes_in_token_order(cluster)
     finally:
         proxy.restore()
         proxy.stop()
