@@ -1,9 +1,11 @@
-"""The task-instance and DAG-run state machines, declared once.
+"""The state machines of task instances, DAG runs, attempts and workers, declared once.
 
-``TASK_TRANSITIONS`` maps every target state to the states it may be entered
+Each ``*_TRANSITIONS`` table maps every target state to the states it may be entered
 from. The store turns each transition into one guarded UPDATE
-(``WHERE state = ANY(:allowed_from)``); nothing checks a state in Python and
-then writes.
+(``WHERE state = ANY(:sources)``, the sources taken from these tables and checked against
+them when the statement is defined); nothing checks a state in Python and then writes.
+``tests/unit/test_statement_guards.py`` fails on any statement that sets a state without
+such a guard.
 """
 
 from __future__ import annotations
@@ -84,6 +86,43 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 }
 
 RUN_FINISHED: frozenset[RunState] = frozenset({R.SUCCESS, R.FAILED})
+
+
+class AttemptState(enum.StrEnum):
+    """One row of ``task_attempts``: created ``running`` when a registry claims the task instance."""
+
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    #: Failed over: the worker died, was cut off, or handed the attempt back.
+    LOST = "lost"
+
+
+A = AttemptState
+
+ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
+    A.RUNNING: frozenset(),  # only created so
+    A.SUCCESS: frozenset({A.RUNNING}),
+    A.FAILED: frozenset({A.RUNNING}),
+    A.LOST: frozenset({A.RUNNING}),
+}
+
+
+class WorkerState(enum.StrEnum):
+    ACTIVE = "active"
+    #: Takes no new work; finishes or hands back what it runs.
+    DRAINING = "draining"
+    #: Its stream ended (it may come back: a hello makes it active again).
+    GONE = "gone"
+
+
+W = WorkerState
+
+WORKER_TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
+    W.ACTIVE: frozenset({W.ACTIVE, W.DRAINING, W.GONE}),  # a hello (a new incarnation is not draining)
+    W.DRAINING: frozenset({W.ACTIVE, W.DRAINING, W.GONE}),  # asked to drain, or a hello while draining
+    W.GONE: frozenset({W.ACTIVE, W.DRAINING}),
+}
 
 
 def allowed_task_sources(target: TaskState) -> list[str]:

@@ -178,6 +178,31 @@ def drop_database(url: str, name: str) -> None:
     run_coroutine_sync(drop)
 
 
+#: The login role transactional task code runs as in a local stack: a member of ``schedd_tasks``
+#: (migration 0008), so it may commit its attempt and nothing else of schedd's.
+TASK_ROLE = "schedd_task_runner"
+
+
+def ensure_task_role(url: str) -> str:
+    """Create the local task login role (a member of ``schedd_tasks``) if missing, and return ``url``
+    as that role. The database at ``url`` must be migrated; the connecting user needs CREATEROLE."""
+
+    async def ensure() -> None:
+        conn = await asyncpg.connect(asyncpg_dsn(url))
+        try:
+            await conn.execute(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
+                f"'{TASK_ROLE}') THEN CREATE ROLE {TASK_ROLE} LOGIN IN ROLE schedd_tasks; END IF; END $$"
+            )
+        finally:
+            await conn.close()
+
+    run_coroutine_sync(ensure)
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{TASK_ROLE}@{host}"))
+
+
 class LocalPostgres:
     """One private PostgreSQL server; see the module docstring for what it guarantees.
 

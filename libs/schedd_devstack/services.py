@@ -73,6 +73,7 @@ from schedd_devstack._process import (
 )
 from schedd_devstack.binaries import DevstackError
 from schedd_devstack.ports import LOCALHOST, free_port
+from schedd_devstack.postgres import ensure_task_role
 from schedd_store.engine import asyncpg_dsn
 from schedd_store.migrate import upgrade_async
 
@@ -365,6 +366,8 @@ class Cluster:
         if registries == 0 and workers > 0:
             raise ValueError("workers need a registry: registries=0 requires workers=0")
         self.database_url = database_url
+        #: the URL transactional task code connects with (the task role; set by ``migrate``)
+        self.task_database_url = database_url
         self.etcd_endpoints = etcd_endpoints
         self.log_dir = Path(log_dir)
         self.python = python
@@ -460,9 +463,10 @@ class Cluster:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     def migrate(self) -> None:
-        """Bring the database schema to head (safe to repeat)."""
+        """Bring the database schema to head (safe to repeat), and make sure the task role exists."""
         try:
             run_coroutine_sync(lambda: upgrade_async(self.database_url))
+            self.task_database_url = ensure_task_role(self.database_url)
         except Exception as exc:
             raise ClusterError(f"migrating {self._redacted_url()} failed: {exc}") from exc
 
@@ -824,7 +828,7 @@ class Cluster:
                 "SCHEDD_WORKER_ID": worker_id,
                 "SCHEDD_WORKER_CAPACITY": str(capacity or self.worker_capacity),
                 "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
-                "SCHEDD_TASK_DATABASE_URL": self.database_url,
+                "SCHEDD_TASK_DATABASE_URL": self.task_database_url,
             },
             kind="worker",
             extra_env=env,

@@ -190,6 +190,7 @@ class AttemptExecutor:
                     "dsn": self._task_dsn,
                     "ti_id": assignment.attempt.task_instance_id,
                     "attempt_id": assignment.attempt.attempt_id,
+                    "try_number": assignment.attempt.try_number,
                     "started_at": datetime.now(UTC).isoformat(),
                 }
             py = await self._pool.run(

@@ -71,6 +71,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from schedd_exec.environment import inherited_environment
 from schedd_exec.reaper import Reaper
 
 log = logging.getLogger(__name__)
@@ -185,7 +186,8 @@ class PythonPool:
 
     Use ``await pool.start()`` ... ``await pool.close()``, or ``async with``.
     Children run with the working directory the pool was created in (which is
-    on their ``sys.path``) and the worker's environment.
+    on their ``sys.path``) and the worker's environment less schedd's own settings
+    (``schedd_exec.environment``).
     """
 
     def __init__(
@@ -422,6 +424,7 @@ class PythonPool:
                 stderr=out_fd,
                 pass_fds=(write_fd,),
                 cwd=self._cwd,
+                env=inherited_environment(),
                 start_new_session=True,
             )
         except BaseException:

@@ -1,7 +1,8 @@
 """Running a shell command as one attempt.
 
 The command runs under ``/bin/sh -c`` in a session (and so a process group) of its own with
-the attempt's environment on top of the caller's. Output (stdout and stderr, merged) is passed
+the attempt's environment on top of the caller's, less schedd's own settings
+(``schedd_exec.environment``). Output (stdout and stderr, merged) is passed
 to ``on_output`` as it arrives. The execution timeout, when set, is enforced: SIGTERM to the
 process group, then SIGKILL after ``kill_grace``. Cancelling the coroutine stops the command
 the same way. When the shell exits, whatever it left running in its group is killed: what a
@@ -21,6 +22,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from schedd_exec.deathsig import death_signal_prefix
+from schedd_exec.environment import inherited_environment
 from schedd_exec.outcome import Outcome
 from schedd_exec.reaper import Reaper
 
@@ -43,7 +45,7 @@ async def run_shell(
         "/bin/sh",
         "-c",
         command,
-        env={**os.environ, **env},
+        env={**inherited_environment(), **env},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -1,11 +1,14 @@
 """Running a transactional Python task: its database work and its own success in one transaction.
 
-The task gets an open asyncpg ``connection`` inside a transaction on the metadata database. When
-it returns, the same transaction marks its attempt succeeded, conditional on the attempt still
-being current. If the attempt was superseded meanwhile (failed over, cleared, cancelled), no row
-matches and everything the task wrote is rolled back, so from the scheduler's view the task takes
-effect exactly once. If the task raises, everything is rolled back too and the attempt fails (and
-retries) as usual. Runs in the warm Python child; imported only when such a task runs.
+The task gets an open asyncpg ``connection`` inside a transaction on the metadata database,
+connected as the worker's *task role* (a member of ``schedd_tasks``, with no right on schedd's own
+tables; the user grants it what the task needs on their schemas). When it returns, the same
+transaction calls ``schedd_commit_attempt``, which marks the attempt succeeded only while that
+exact attempt (task instance, try number, attempt id) is running, and writes its success callback
+event to the outbox. If the attempt was superseded meanwhile (failed over, cleared, cancelled),
+nothing matches and everything the task wrote is rolled back, so from the scheduler's view the
+task takes effect exactly once. If the task raises, everything is rolled back too and the attempt
+fails (and retries) as usual. Runs in the warm Python child; imported only when such a task runs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class StaleAttemptRolledBack(Exception):
 async def run_in_transaction(
     func: Callable[..., Any], kwargs: dict[str, Any], wants_connection: bool, transaction: dict[str, Any]
 ) -> Any:
-    from schedd_store.statements import COMMIT_TRANSACTIONAL_SUCCESS
+    from schedd_store.statements import COMMIT_TRANSACTIONAL_ATTEMPT
 
     started = datetime.fromisoformat(transaction["started_at"])
     conn = await asyncpg.connect(transaction["dsn"])
@@ -38,14 +41,15 @@ async def run_in_transaction(
             if inspect.isawaitable(result):
                 result = await result
             encoded = None if result is None else json.dumps(result)
-            row = await conn.fetchrow(
-                COMMIT_TRANSACTIONAL_SUCCESS,
+            committed = await conn.fetchval(
+                COMMIT_TRANSACTIONAL_ATTEMPT,
                 int(transaction["ti_id"]),
                 transaction["attempt_id"],
+                int(transaction["try_number"]),
                 started,
                 encoded,
             )
-            if row is None:
+            if not committed:
                 raise StaleAttemptRolledBack(
                     "the attempt is no longer current; everything the task wrote was rolled back"
                 )

@@ -5,6 +5,13 @@ else; they are not fenced (the api is not the leader), and the leader re-plans
 the affected runs when notified. A running attempt they stop is failed at once
 and its worker is told to stop it (NOTIFY to the registries); its late result is
 rejected as stale.
+
+Nothing here is check-then-write: each change locks the run and its task instances
+(``FOR UPDATE``) before it reads their states. A registry's claim skips locked rows
+and the leader's pass waits for the run's lock, so no task instance is claimed or
+planned between the read and the write; every guarded statement's row count is then
+compared with what the read implies, and a shortfall rolls everything back
+(:class:`IllegalTransition`).
 """
 
 from __future__ import annotations
@@ -15,17 +22,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from schedd_core.errors import FailedPrecondition, InvalidArgument, NotFound
+from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArgument, NotFound
 from schedd_core.explain import ExplainFacts, explain
 from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot
-from schedd_core.states import (
-    RUN_FINISHED,
-    RunState,
-    TaskState,
-    allowed_run_sources,
-    allowed_task_sources,
-)
+from schedd_core.states import RUN_FINISHED, RunState, TaskState, allowed_task_sources
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
@@ -41,6 +42,10 @@ async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
                 await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
 
 
+#: What a cancel skips: the task instances that have not run (and will not).
+_UNRUN = frozenset({TaskState.NONE, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.UP_FOR_RETRY})
+
+
 @dataclass
 class _LockedRun:
     pk: int
@@ -50,17 +55,28 @@ class _LockedRun:
 
 
 async def _lock_run(conn: AsyncConnection, dag_id: str, run_id: str) -> _LockedRun:
+    """Lock the run and its task instances and read them."""
     row = (await conn.execute(sql.LOCK_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
     if row is None:
         raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
-    tasks = {t.task_id: t for t in (await conn.execute(sql.RUN_TASK_STATES, {"run_pk": row.id})).all()}
+    tasks = {t.task_id: t for t in (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": row.id})).all()}
     return _LockedRun(pk=row.id, state=row.state, graph=DagGraph.from_spec(parse_spec(row.spec)), tasks=tasks)
 
 
+def _expect(what: str, expected: int, rows: Sequence[object]) -> None:
+    if len(rows) != expected:
+        raise IllegalTransition(
+            f"{what}: {len(rows)} of {expected} task instances changed; nothing was applied"
+        )
+
+
 async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: str, error: str) -> None:
+    """Stop running attempts (locked by the caller): their task instances move to ``target`` and their
+    workers are told to kill them."""
     if not ids:
         return
     rows = (await conn.execute(sql.STOP_RUNNING, {"ids": list(ids), "target": target, "error": error})).all()
+    _expect("stopping running attempts", len(ids), rows)
     if any(r.events for r in rows):
         await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
     lines = [f"{r.worker_id} {r.id} {r.attempt_id}" for r in rows if r.worker_id]
@@ -76,19 +92,11 @@ async def cancel_run(engine: AsyncEngine, dag_id: str, run_id: str) -> None:
             raise FailedPrecondition(f"run {run_id!r} of dag {dag_id!r} is already {run.state}")
         running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
         await _stop(conn, running, target="failed", error="the run was cancelled")
-        await conn.execute(
-            sql.SKIP_UNRUN,
-            {
-                "run_pk": run.pk,
-                "allowed_from": sorted(
-                    s.value
-                    for s in (TaskState.NONE, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.UP_FOR_RETRY)
-                ),
-            },
-        )
-        await conn.execute(
-            sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.FAILED)}
-        )
+        unrun = [t for t in run.tasks.values() if t.state in _UNRUN]
+        skipped = (await conn.execute(sql.SKIP_UNRUN, {"run_pk": run.pk})).all()
+        _expect("skipping the tasks that did not run", len(unrun), skipped)
+        if (await conn.execute(sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk})).first() is None:
+            raise IllegalTransition(f"run {run_id!r} of dag {dag_id!r} could not be failed")
         if "failure" in run.graph.run_callback_events:
             await conn.execute(
                 sql.RECORD_RUN_EVENTS, {"events": ["failure"], "run_pks": [run.pk], "dag_ids": [dag_id]}
@@ -122,7 +130,9 @@ async def clear(
             chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].downstream)
         if upstream:
             chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].upstream)
+        # A task instance in state none has nothing to clear.
         rows = [run.tasks[t] for t in sorted(chosen) if t in run.tasks]
+        rows = [t for t in rows if t.state != TaskState.NONE]
         if only_failed:
             rows = [t for t in rows if t.state in (TaskState.FAILED, TaskState.UPSTREAM_FAILED)]
         if not rows:
@@ -133,25 +143,26 @@ async def clear(
             target="failed",
             error="the task instance was cleared",
         )
-        cleared = (
-            await conn.execute(
-                sql.CLEAR_TASK_INSTANCES,
-                {
-                    "ids": [t.id for t in rows],
-                    "tries": [run.graph.nodes[t.task_id].max_tries for t in rows],
-                    "allowed_from": allowed_task_sources(TaskState.NONE),
-                },
-            )
-        ).all()
-        await conn.execute(
-            sql.REOPEN_RUN, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.RUNNING)}
-        )
+        cleared = await _clear(conn, run, rows)
+        await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
         await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
-    return sorted(r.task_id for r in cleared)
+    return sorted(cleared)
+
+
+async def _clear(conn: AsyncConnection, run: _LockedRun, rows: Sequence[Any]) -> list[str]:
+    cleared = (
+        await conn.execute(
+            sql.CLEAR_TASK_INSTANCES,
+            {"ids": [t.id for t in rows], "tries": [run.graph.nodes[t.task_id].max_tries for t in rows]},
+        )
+    ).all()
+    _expect("clearing", len(rows), cleared)
+    return [r.task_id for r in cleared]
 
 
 async def set_state(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str, state: TaskState) -> None:
-    """Mark a task instance succeeded or failed by hand (a failed mark uses up its retries)."""
+    """Mark a task instance succeeded or failed by hand (a failed mark uses up its retries). Marking a
+    task instance with the state it has already changes nothing."""
     if state not in (TaskState.SUCCESS, TaskState.FAILED):
         raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
     async with engine.begin() as conn:
@@ -159,6 +170,8 @@ async def set_state(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str,
         ti = run.tasks.get(task_id)
         if ti is None:
             raise NotFound(f"task {task_id!r} of run {run_id!r} has no task instance yet")
+        if ti.state == state:
+            return
         if ti.state == TaskState.RUNNING:
             await _stop(conn, [ti.id], target=state.value, error=f"marked {state.value} by hand")
         else:
@@ -179,17 +192,8 @@ async def set_state(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str,
                 if t in run.tasks and run.tasks[t].state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
             ]
             if again:
-                await conn.execute(
-                    sql.CLEAR_TASK_INSTANCES,
-                    {
-                        "ids": [t.id for t in again],
-                        "tries": [run.graph.nodes[t.task_id].max_tries for t in again],
-                        "allowed_from": allowed_task_sources(TaskState.NONE),
-                    },
-                )
-        await conn.execute(
-            sql.REOPEN_RUN, {"run_pk": run.pk, "allowed_from": allowed_run_sources(RunState.RUNNING)}
-        )
+                await _clear(conn, run, again)
+        await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
         await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
 
 

@@ -53,8 +53,12 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True)
 class AttemptResult:
+    """A worker's report of how an attempt ended; applied only to that whole attempt (task instance,
+    try number and attempt id)."""
+
     ti_id: int
     attempt_id: str
+    try_number: int
     succeeded: bool
     exit_code: int
     error: str
@@ -70,6 +74,7 @@ class AttemptResult:
 class AttemptRef:
     ti_id: int
     attempt_id: str
+    try_number: int
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,7 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
     params = {
         "ti_ids": [r.ti_id for r in finished],
         "attempt_ids": [r.attempt_id for r in finished],
+        "try_numbers": [r.try_number for r in finished],
         "targets": ["success" if r.succeeded else "failed" for r in finished],
         "exit_codes": [r.exit_code for r in finished],
         "errors": [r.error for r in finished],
@@ -170,11 +176,18 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
             if any(r.callbacks for r in rows):
                 await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
         if abandoned:
-            lost = set(await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id) for r in abandoned]))
+            lost = set(
+                await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id, r.try_number) for r in abandoned])
+            )
         rest = [r for r in finished if r.attempt_id not in applied]
         recorded: dict[str, str] = {}
         if rest:
-            rows = (await conn.execute(sql.ATTEMPT_OUTCOMES, {"ids": [r.attempt_id for r in rest]})).all()
+            rows = (
+                await conn.execute(
+                    sql.ATTEMPT_OUTCOMES,
+                    {"ids": [r.attempt_id for r in rest], "try_numbers": [r.try_number for r in rest]},
+                )
+            ).all()
             recorded = {str(row.attempt_id): row.state for row in rows}
     statuses = []
     for r in results:
@@ -191,7 +204,11 @@ async def _mark_lost(conn: AsyncConnection, attempts: Sequence[AttemptRef]) -> l
     rows = (
         await conn.execute(
             sql.MARK_ATTEMPTS_LOST,
-            {"ti_ids": [a.ti_id for a in attempts], "attempt_ids": [a.attempt_id for a in attempts]},
+            {
+                "ti_ids": [a.ti_id for a in attempts],
+                "attempt_ids": [a.attempt_id for a in attempts],
+                "try_numbers": [a.try_number for a in attempts],
+            },
         )
     ).all()
     if rows:
@@ -215,6 +232,7 @@ async def record_worker_heartbeat(
                     "worker_id": worker_id,
                     "ti_ids": [a.ti_id for a in attempts],
                     "attempt_ids": [a.attempt_id for a in attempts],
+                    "try_numbers": [a.try_number for a in attempts],
                 },
             )
         ).all()

@@ -248,11 +248,7 @@ async def apply_plans(
         rows = (
             await conn.execute(
                 sql.SCHEDULE_TASK_INSTANCES,
-                {
-                    "ids": to_schedule,
-                    "token": token,
-                    "allowed_from": allowed_task_sources(TaskState.SCHEDULED),
-                },
+                {"ids": to_schedule, "token": token},
             )
         ).all()
         _expect("schedule", to_schedule, rows)
@@ -318,7 +314,6 @@ async def apply_plans(
                 {
                     "ids": to_queue,
                     "token": token,
-                    "allowed_from": allowed_task_sources(TaskState.QUEUED),
                     "runs": len(plans),
                     "queued_before": outcome.queued,
                     "queues": sorted(queues),

@@ -1,9 +1,13 @@
 """Every SQL statement of schedd that enforces an invariant, by name.
 
 Conventions:
-- A state change is one guarded UPDATE: ``WHERE ... state = ANY(:allowed_from)``
-  with the allowed sources taken from ``schedd_core.states``. Callers compare
-  the returned rows with what they expected; a shortfall is a typed error.
+- A state change is one guarded UPDATE: ``WHERE ... state = ANY(:<machine>_sources)``,
+  the sources bound when the statement is defined (:func:`_guarded`, which checks each
+  source against ``schedd_core.states`` for every target the statement sets), or, for a
+  statement whose target is a parameter, ``state = ANY(:allowed_from)`` computed by the
+  caller from the same tables. Callers compare the returned rows with what they expected;
+  a shortfall is a typed error. ``tests/unit/test_statement_guards.py`` fails on any
+  statement that sets a state without such a guard.
 - Scheduler writes run inside a transaction that first takes
   ``LOCK_FENCE_FOR_WRITE`` (a shared row lock) and compares the token; writes
   are stamped with that token (``fence_token``).
@@ -12,13 +16,60 @@ Conventions:
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable, Mapping
+
 from sqlalchemy import TextClause, text
 
+from schedd_core.states import (
+    ATTEMPT_TRANSITIONS,
+    RUN_TRANSITIONS,
+    TASK_TRANSITIONS,
+    WORKER_TRANSITIONS,
+    AttemptState,
+    RunState,
+    TaskState,
+    WorkerState,
+)
 from schedd_store import channels
+
+T, R, A, W = TaskState, RunState, AttemptState, WorkerState
+
+_MACHINES: dict[str, Mapping[enum.StrEnum, frozenset[enum.StrEnum]]] = {
+    "ti": TASK_TRANSITIONS,  # type: ignore[dict-item]
+    "run": RUN_TRANSITIONS,  # type: ignore[dict-item]
+    "attempt": ATTEMPT_TRANSITIONS,  # type: ignore[dict-item]
+    "worker": WORKER_TRANSITIONS,  # type: ignore[dict-item]
+}
+
+#: The moves of every guarded statement, by its text: machine -> (sources, targets).
+GUARDS: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {}
 
 
 def _sql(statement: str) -> TextClause:
     return text(statement)
+
+
+def _guarded(statement: str, **moves: tuple[Iterable[enum.StrEnum], Iterable[enum.StrEnum]]) -> TextClause:
+    """A state-changing statement whose guards are bound from the transition tables.
+
+    For each machine named (``ti``, ``run``, ``attempt``, ``worker``), ``:<machine>_sources`` is
+    bound to the given sources, each checked to be an allowed source of every target the statement
+    can set; a move the tables do not allow fails here, at import.
+    """
+    bound: dict[str, list[str]] = {}
+    declared: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+    for machine, (sources, targets) in moves.items():
+        table = _MACHINES[machine]
+        source_set, target_set = frozenset(sources), frozenset(targets)
+        for target in target_set:
+            illegal = source_set - table[target]
+            if illegal:
+                raise ValueError(f"{machine}: {sorted(illegal)} -> {target} is not an allowed transition")
+        bound[f"{machine}_sources"] = sorted(s.value for s in source_set)
+        declared[machine] = (frozenset(s.value for s in source_set), frozenset(t.value for t in target_set))
+    GUARDS[statement] = declared
+    return text(statement).bindparams(**bound)
 
 
 # --- fencing -------------------------------------------------------------------------------------
@@ -114,6 +165,10 @@ LIST_TASK_INSTANCES = _sql(
 
 # --- scheduling (leader only, fenced) --------------------------------------------------------------
 
+#: Where a task instance a pass queues comes from (a lost attempt's RUNNING -> QUEUED is the
+#: sweeper's, not a pass's).
+_READY = {T.NONE, T.SCHEDULED, T.UP_FOR_RETRY}
+
 UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
 
 #: Locks the unfinished runs among :run_pks to evaluate in this pass and reads their task instances in
@@ -164,9 +219,10 @@ INSERT_TASK_INSTANCES = _sql(
 )
 
 #: Dependencies met, waiting for a pool slot or a concurrency limit.
-SCHEDULE_TASK_INSTANCES = _sql(
+SCHEDULE_TASK_INSTANCES = _guarded(
     "UPDATE task_instances SET state = 'scheduled', fence_token = :token "
-    "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id"
+    "WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING id",
+    ti=({T.NONE, T.UP_FOR_RETRY}, {T.SCHEDULED}),
 )
 
 #: Sets when failed attempts retry (per task instance, computed by the leader from the retry policy).
@@ -235,22 +291,23 @@ RUNNING_RUN_AGES = _sql(
 )
 
 #: Starts a new attempt: next try number, a fresh attempt id.
-QUEUE_TASK_INSTANCES = _sql(
+QUEUE_TASK_INSTANCES = _guarded(
     "UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
     "attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
     "claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
     "error = NULL, fence_token = :token "
-    "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id, queue"
+    "WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING id, queue",
+    ti=(_READY, {T.QUEUED}),
 )
 
 #: QUEUE_TASK_INSTANCES and RECORD_PASS in one round trip: queues the task instances, appends the pass
 #: to the log, and wakes the registries for their queues and for :queues (queued by other statements).
-QUEUE_AND_RECORD_PASS = _sql(
+QUEUE_AND_RECORD_PASS = _guarded(
     "WITH q AS ("
     "  UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
     "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
     "  claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
-    "  error = NULL, fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:allowed_from) "
+    "  error = NULL, fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:ti_sources) "
     "  RETURNING id, queue"
     "), pass AS ("
     "  INSERT INTO scheduler_passes (token, runs, queued) "
@@ -258,7 +315,8 @@ QUEUE_AND_RECORD_PASS = _sql(
     "), woken AS ("
     "  SELECT queue FROM q UNION SELECT unnest(CAST(:queues AS text[]))"
     ") "
-    f"SELECT q.id, q.queue, (SELECT count(pg_notify('{channels.QUEUED}', queue)) FROM woken) AS woken FROM q"
+    f"SELECT q.id, q.queue, (SELECT count(pg_notify('{channels.QUEUED}', queue)) FROM woken) AS woken FROM q",
+    ti=(_READY, {T.QUEUED}),
 )
 
 #: Moves task instances that will not run to a finished state (skipped, upstream_failed).
@@ -281,21 +339,24 @@ _FAILURE_EVENTS = (
     "WHERE failed.state = 'failed' AND 'failure' = ANY(failed.callback_events) RETURNING id"
 )
 
-FAIL_RUNNING_TASK_INSTANCES = _sql(
+FAIL_RUNNING_TASK_INSTANCES = _guarded(
     "WITH failed AS ("
     "  UPDATE task_instances SET state = 'failed', ended_at = now(), error = :error, "
-    "  fence_token = :token WHERE id = ANY(:ids) AND state = 'running' "
+    "  fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:ti_sources) "
     f"  RETURNING {_FAILED_COLUMNS}"
     "), history AS ("
     "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
-    "  WHERE a.attempt_id = failed.attempt_id AND a.state = 'running'"
+    "  WHERE a.attempt_id = failed.attempt_id AND a.state = ANY(:attempt_sources)"
     f"), events AS ({_FAILURE_EVENTS}) "
-    "SELECT id, (SELECT count(*) FROM events) AS events FROM failed"
+    "SELECT id, (SELECT count(*) FROM events) AS events FROM failed",
+    ti=({T.RUNNING}, {T.FAILED}),
+    attempt=({A.RUNNING}, {A.FAILED}),
 )
 
-START_RUNS = _sql(
+START_RUNS = _guarded(
     "UPDATE dag_runs SET state = 'running', started_at = COALESCE(started_at, now()), fence_token = :token "
-    "WHERE id = ANY(:run_pks) AND state = 'queued'"
+    "WHERE id = ANY(:run_pks) AND state = ANY(:run_sources)",
+    run=({R.QUEUED}, {R.RUNNING}),
 )
 
 FINISH_RUN = _sql(
@@ -318,7 +379,7 @@ RECORD_PASS = _sql(
 #: slot; the first slots get the most important task instances), highest priority first, oldest
 #: logical date first among equals. SKIP LOCKED lets several registries claim side by side without
 #: ever handing out one attempt twice. Records each attempt in task_attempts.
-CLAIM_TASK_INSTANCES = _sql(
+CLAIM_TASK_INSTANCES = _guarded(
     "WITH claimable AS ("
     "  SELECT id, row_number() OVER (ORDER BY priority_weight DESC, logical_date, id) AS n FROM ("
     "    SELECT id, priority_weight, logical_date FROM task_instances "
@@ -329,7 +390,7 @@ CLAIM_TASK_INSTANCES = _sql(
     "), claimed AS ("
     "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
     "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
-    "  WHERE ti.id = claimable.id "
+    "  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) "
     "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.try_number, ti.attempt_id, ti.worker_id"
     "), recorded AS ("
     "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state) "
@@ -339,17 +400,21 @@ CLAIM_TASK_INSTANCES = _sql(
     "r.logical_date, r.dag_version_id, r.conf, "
     "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
     "AS run_has_results "
-    "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+    "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk",
+    ti=({T.QUEUED}, {T.RUNNING}),
 )
 
 #: Applies a batch of attempt results. Each row changes only while its attempt is current and
 #: running; the attempt's history row changes with it. Returns the rows applied.
-APPLY_RESULTS = _sql(
+APPLY_RESULTS = _guarded(
     "WITH r AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
-    "  CAST(:targets AS text[]), CAST(:exit_codes AS int[]), CAST(:errors AS text[]), "
-    "  CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), CAST(:results AS jsonb[])) "
-    "  AS r(ti_id, attempt_id, target, exit_code, error, started_at, ended_at, result)"
+    "  CAST(:try_numbers AS int[]), CAST(:targets AS text[]), CAST(:exit_codes AS int[]), "
+    "  CAST(:errors AS text[]), CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), "
+    "  CAST(:results AS jsonb[])) "
+    "  AS r(ti_id, attempt_id, try_number, target, exit_code, error, started_at, ended_at, result)"
+    "), locked AS ("
+    "  SELECT id FROM task_instances WHERE id IN (SELECT ti_id FROM r) ORDER BY id FOR UPDATE"
     "), applied AS ("
     "  UPDATE task_instances ti SET "
     "  state = CASE WHEN r.target = 'failed' AND ti.try_number < ti.max_tries THEN 'up_for_retry' "
@@ -362,7 +427,9 @@ APPLY_RESULTS = _sql(
     "  started_at = COALESCE(r.started_at, ti.started_at), "
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
     "  error = NULLIF(r.error, ''), result = r.result "
-    "  FROM r WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.state = 'running' "
+    "  FROM r JOIN locked ON locked.id = r.ti_id "
+    "  WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.try_number = r.try_number "
+    "  AND ti.state = ANY(:ti_sources) "
     "  RETURNING ti.id, ti.run_pk, ti.attempt_id, ti.state, ti.callback_events, ti.dag_id, ti.task_id, "
     "  ti.try_number, ti.error"
     "), callbacks AS ("
@@ -377,19 +444,24 @@ APPLY_RESULTS = _sql(
     "  UPDATE task_attempts a SET state = r.target, started_at = COALESCE(r.started_at, a.started_at), "
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
     "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
-    "  WHERE a.attempt_id = r.attempt_id"
+    "  WHERE a.attempt_id = r.attempt_id AND a.state = ANY(:attempt_sources)"
     ") "
     f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text), "
-    f"(SELECT count(*) FROM callbacks) AS callbacks FROM applied"
+    f"(SELECT count(*) FROM callbacks) AS callbacks FROM applied",
+    ti=({T.RUNNING}, {T.SUCCESS, T.FAILED, T.UP_FOR_RETRY}),
+    attempt=({A.RUNNING}, {A.SUCCESS, A.FAILED}),
 )
 
-#: The recorded outcome of attempts, to tell a repeated report from a stale one.
+#: The recorded outcome of attempts (the whole attempt: id and try number), to tell a repeated report
+#: from a stale one.
 ATTEMPT_OUTCOMES = _sql(
-    "SELECT attempt_id, state FROM task_attempts WHERE attempt_id = ANY(CAST(:ids AS uuid[]))"
+    "SELECT a.attempt_id, a.state FROM task_attempts a "
+    "JOIN unnest(CAST(:ids AS uuid[]), CAST(:try_numbers AS int[])) AS r(attempt_id, try_number) "
+    "ON a.attempt_id = r.attempt_id AND a.try_number = r.try_number"
 )
 
 #: Records a connecting worker with the windows its registry granted it (see FAIL_OVER_LOST_ATTEMPTS).
-UPSERT_WORKER = _sql(
+UPSERT_WORKER = _guarded(
     "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, incarnation, "
     "registered_at, last_seen_at, heartbeat_at, fence_window, silence_limit) VALUES (:worker_id, :hostname, "
     ":queues, :capacity, :code_version, 'active', :registry, :incarnation, now(), now(), now(), "
@@ -400,13 +472,15 @@ UPSERT_WORKER = _sql(
     "drain_requested = workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation, "
     "state = CASE WHEN workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation "
     "  THEN 'draining' ELSE 'active' END, "
-    "incarnation = EXCLUDED.incarnation "
-    "RETURNING drain_requested"
+    "incarnation = EXCLUDED.incarnation WHERE workers.state = ANY(:worker_sources) "
+    "RETURNING drain_requested",
+    worker=(set(W), {W.ACTIVE, W.DRAINING}),
 )
 
-MARK_WORKER_GONE = _sql(
+MARK_WORKER_GONE = _guarded(
     "UPDATE workers SET state = 'gone', last_seen_at = now() WHERE worker_id = :worker_id "
-    "AND registry = :registry"
+    "AND registry = :registry AND state = ANY(:worker_sources)",
+    worker=({W.ACTIVE, W.DRAINING}, {W.GONE}),
 )
 
 # --- pools -----------------------------------------------------------------------------------------
@@ -423,10 +497,11 @@ RECORD_WORKER_HEARTBEAT = _sql(
     "  UPDATE workers SET heartbeat_at = now(), last_seen_at = now(), "
     "  running = cardinality(CAST(:ti_ids AS bigint[])) WHERE worker_id = :worker_id RETURNING worker_id"
     ") "
-    "SELECT h.attempt_id "
-    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[])) AS h(ti_id, attempt_id) "
+    "SELECT h.attempt_id FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
+    "CAST(:try_numbers AS int[])) AS h(ti_id, attempt_id, try_number) "
     "LEFT JOIN task_instances ti ON ti.id = h.ti_id AND ti.attempt_id = h.attempt_id "
-    "AND ti.state = 'running' AND ti.worker_id = :worker_id AND NOT ti.lost_reported "
+    "AND ti.try_number = h.try_number AND ti.state = 'running' AND ti.worker_id = :worker_id "
+    "AND NOT ti.lost_reported "
     "WHERE ti.id IS NULL"
 )
 
@@ -434,8 +509,10 @@ RECORD_WORKER_HEARTBEAT = _sql(
 #: them (handed back). Conditional on the attempt, so an attempt that already finished is left alone.
 MARK_ATTEMPTS_LOST = _sql(
     "UPDATE task_instances ti SET lost_reported = true "
-    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[])) AS h(ti_id, attempt_id) "
-    "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.state = 'running' RETURNING ti.id"
+    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), CAST(:try_numbers AS int[])) "
+    "AS h(ti_id, attempt_id, try_number) "
+    "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.try_number = h.try_number "
+    "AND ti.state = 'running' RETURNING ti.id"
 )
 
 #: On a worker's hello: every attempt assigned to that worker id that it does not report running
@@ -463,7 +540,7 @@ _LIMIT = (
 #: not heard for longer than its window (see _LIMIT). Each goes back to 'queued' with a new attempt and
 #: one more allowed try (a lost attempt does not use up a retry), or to 'failed' once it was lost
 #: :max_lost times.
-FAIL_OVER_LOST_ATTEMPTS = _sql(
+FAIL_OVER_LOST_ATTEMPTS = _guarded(
     "WITH lost AS ("
     "  SELECT ti.id, ti.attempt_id, CASE WHEN ti.lost_reported THEN 'not running on its worker' "
     f"    ELSE 'worker not heard for ' || round(({_SILENCE})::numeric, 1) || 's' END AS reason "
@@ -472,7 +549,7 @@ FAIL_OVER_LOST_ATTEMPTS = _sql(
     "  ORDER BY ti.id FOR UPDATE OF ti"
     "), history AS ("
     "  UPDATE task_attempts a SET state = 'lost', ended_at = now(), error = lost.reason "
-    "  FROM lost WHERE a.attempt_id = lost.attempt_id AND a.state = 'running'"
+    "  FROM lost WHERE a.attempt_id = lost.attempt_id AND a.state = ANY(:attempt_sources)"
     ") "
     "UPDATE task_instances ti SET "
     "  state = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN 'failed' ELSE 'queued' END, "
@@ -486,8 +563,10 @@ FAIL_OVER_LOST_ATTEMPTS = _sql(
     "  error = CASE WHEN ti.lost_attempts + 1 >= :max_lost "
     "    THEN 'lost with its worker ' || (ti.lost_attempts + 1) || ' times: ' || lost.reason END, "
     "  started_at = NULL, claimed_at = NULL, lost_reported = false, worker_id = NULL, fence_token = :token "
-    "FROM lost WHERE ti.id = lost.id AND ti.attempt_id = lost.attempt_id AND ti.state = 'running' "
-    "RETURNING ti.id, ti.run_pk, ti.state, ti.queue, lost.reason"
+    "FROM lost WHERE ti.id = lost.id AND ti.attempt_id = lost.attempt_id AND ti.state = ANY(:ti_sources) "
+    "RETURNING ti.id, ti.run_pk, ti.state, ti.queue, lost.reason",
+    ti=({T.RUNNING}, {T.QUEUED, T.FAILED}),
+    attempt=({A.RUNNING}, {A.LOST}),
 )
 
 #: Seconds until the first running attempt can be lost (negative: overdue); NULL when nothing runs.
@@ -525,9 +604,10 @@ UPSTREAM_RESULTS = _sql(
     "WHERE run_pk = ANY(:run_pks) AND task_id = ANY(:task_ids) AND result IS NOT NULL"
 )
 
-MARK_WORKER_DRAINING = _sql(
+MARK_WORKER_DRAINING = _guarded(
     "UPDATE workers SET state = 'draining', last_seen_at = now() "
-    "WHERE worker_id = :worker_id AND state = 'active'"
+    "WHERE worker_id = :worker_id AND state = ANY(:worker_sources)",
+    worker=({W.ACTIVE}, {W.DRAINING}),
 )
 
 REQUEST_DRAIN = _sql(
@@ -579,41 +659,55 @@ RUN_TASK_STATES = _sql(
     "SELECT id, task_id, state, worker_id, attempt_id FROM task_instances WHERE run_pk = :run_pk"
 )
 
+#: The task instances of a run, locked: a registry's claim (SKIP LOCKED) passes them by and a result or a
+#: fail-over waits, so what a manual change reads stays true until it commits.
+LOCK_RUN_TASKS = _sql(
+    "SELECT id, task_id, state, worker_id, attempt_id FROM task_instances WHERE run_pk = :run_pk "
+    "ORDER BY id FOR UPDATE"
+)
+
 #: Stops the running attempts of a run (cancel) or of chosen task instances (clear, mark).
-STOP_RUNNING = _sql(
+STOP_RUNNING = _guarded(
     "WITH failed AS ("
     "  UPDATE task_instances SET state = :target, ended_at = now(), error = :error "
-    f"  WHERE id = ANY(:ids) AND state = 'running' RETURNING {_FAILED_COLUMNS}"
+    f"  WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING {_FAILED_COLUMNS}"
     "), history AS ("
     "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
-    "  WHERE a.attempt_id = failed.attempt_id AND a.state = 'running'"
+    "  WHERE a.attempt_id = failed.attempt_id AND a.state = ANY(:attempt_sources)"
     f"), events AS ({_FAILURE_EVENTS}) "
-    "SELECT id, attempt_id, worker_id, (SELECT count(*) FROM events) AS events FROM failed"
+    "SELECT id, attempt_id, worker_id, (SELECT count(*) FROM events) AS events FROM failed",
+    ti=({T.RUNNING}, {T.FAILED, T.SUCCESS}),
+    attempt=({A.RUNNING}, {A.FAILED}),
 )
 
-SKIP_UNRUN = _sql(
+SKIP_UNRUN = _guarded(
     "UPDATE task_instances SET state = 'skipped', ended_at = now() "
-    "WHERE run_pk = :run_pk AND state = ANY(:allowed_from) RETURNING id"
+    "WHERE run_pk = :run_pk AND state = ANY(:ti_sources) RETURNING id",
+    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}, {T.SKIPPED}),
 )
 
-FAIL_RUN_BY_HAND = _sql(
+FAIL_RUN_BY_HAND = _guarded(
     "UPDATE dag_runs SET state = 'failed', ended_at = now() "
-    "WHERE id = :run_pk AND state = ANY(:allowed_from) "
-    "RETURNING id"
+    "WHERE id = :run_pk AND state = ANY(:run_sources) RETURNING id",
+    run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
 )
 
 #: Resets task instances to run again: a clear. Their retries are restored (max_tries counts from the
 #: current try), and their earlier result, branch choice and losses are forgotten.
-CLEAR_TASK_INSTANCES = _sql(
+CLEAR_TASK_INSTANCES = _guarded(
     "UPDATE task_instances ti SET state = 'none', max_tries = ti.try_number + c.tries, "
     "  ended_at = NULL, started_at = NULL, next_retry_at = NULL, claimed_at = NULL, worker_id = NULL, "
     "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0 "
     "FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(id, tries) "
-    "WHERE ti.id = c.id AND ti.state = ANY(:allowed_from) RETURNING ti.id, ti.task_id"
+    "WHERE ti.id = c.id AND ti.state = ANY(:ti_sources) RETURNING ti.id, ti.task_id",
+    ti=(TASK_TRANSITIONS[T.NONE], {T.NONE}),
 )
 
-REOPEN_RUN = _sql(
-    "UPDATE dag_runs SET state = 'running', ended_at = NULL WHERE id = :run_pk AND state = ANY(:allowed_from)"
+#: A finished run whose task instances were cleared or marked runs again (an unfinished one is left as it is).
+REOPEN_RUN = _guarded(
+    "UPDATE dag_runs SET state = 'running', ended_at = NULL WHERE id = :run_pk AND state = ANY(:run_sources) "
+    "RETURNING id",
+    run=({R.SUCCESS, R.FAILED}, {R.RUNNING}),
 )
 
 SET_TASK_STATE_BY_HAND = _sql(
@@ -703,17 +797,8 @@ RUNS_WAITING_IN_POOL = _sql(
 
 # --- transactional tasks (run by the worker's Python child, on asyncpg) ---------------------------
 
-#: Marks the attempt succeeded inside the task's own transaction; no row: the attempt is no longer
-#: current and the caller must roll back. Positional parameters: ti id, attempt id, started at,
-#: result JSON.
-COMMIT_TRANSACTIONAL_SUCCESS = (
-    "WITH applied AS ("
-    "  UPDATE task_instances SET state = 'success', started_at = COALESCE($3, started_at), ended_at = now(), "
-    "  exit_code = 0, error = NULL, next_retry_at = NULL, result = $4::jsonb "
-    "  WHERE id = $1 AND attempt_id = $2::uuid AND state = 'running' RETURNING id, run_pk"
-    "), history AS ("
-    "  UPDATE task_attempts SET state = 'success', started_at = COALESCE($3, started_at), ended_at = now(), "
-    "  exit_code = 0 WHERE attempt_id = $2::uuid AND EXISTS (SELECT 1 FROM applied)"
-    ") "
-    f"SELECT id, pg_notify('{channels.RUNS}', run_pk::text) FROM applied"
-)
+#: Marks the attempt succeeded inside the task's own transaction, through the one function the task's
+#: database role may execute (migration 0008): false when that exact attempt (task instance, try
+#: number, attempt id) is no longer running, and the caller must roll back. Positional parameters:
+#: ti id, attempt id, try number, started at, result JSON.
+COMMIT_TRANSACTIONAL_ATTEMPT = "SELECT schedd_commit_attempt($1, $2::uuid, $3, $4, $5::jsonb)"

@@ -256,6 +256,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         item = AttemptResult(
             ti_id=result.attempt.task_instance_id,
             attempt_id=result.attempt.attempt_id,
+            try_number=result.attempt.try_number,
             succeeded=result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED,
             exit_code=result.exit_code,
             error=result.error[:MAX_ERROR_CHARS],
@@ -285,7 +286,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
 
 
 def _ref(a: worker_pb2.AttemptRef) -> AttemptRef:
-    return AttemptRef(ti_id=a.task_instance_id, attempt_id=a.attempt_id)
+    return AttemptRef(ti_id=a.task_instance_id, attempt_id=a.attempt_id, try_number=a.try_number)
 
 
 def _drain_message(grace: float) -> worker_pb2.RegistryMessage:

@@ -32,6 +32,8 @@ class SchedulerConfig:
     executor: str = "distributed"
     #: Tasks the local executor runs at once.
     parallelism: int = 8
+    #: The metadata database as the task role, for transactional tasks of the local executor.
+    task_database_url: str = ""
 
     def session_settings(self) -> dict[str, str]:
         """PostgreSQL settings of every connection of the scheduler's engine.

@@ -75,6 +75,7 @@ class LocalExecutor:
         queues: Sequence[str] = ("default",),
         windows: AttemptWindows | None = None,
         kill_grace: float = 1.0,
+        task_database_url: str = "",
     ) -> None:
         self._engine = engine
         self._worker_id = f"local.{identity}"
@@ -94,7 +95,7 @@ class LocalExecutor:
             kill_grace=kill_grace,
             on_output=self._output,
             on_done=self._done,
-            task_database_url=engine.url.render_as_string(hide_password=False),
+            task_database_url=task_database_url,
         )
         clock = SystemClock()
         self._permit = Permit(self._windows, kill_grace, clock)
@@ -173,7 +174,8 @@ class LocalExecutor:
         while True:
             await asyncio.sleep(self._windows.heartbeat_interval)
             attempts = [
-                AttemptRef(a.attempt.task_instance_id, a.attempt.attempt_id) for a in self._executor.running
+                AttemptRef(a.attempt.task_instance_id, a.attempt.attempt_id, a.attempt.try_number)
+                for a in self._executor.running
             ]
             sequence = next(self._sequence)
             self._permit.sent(sequence)
@@ -220,6 +222,7 @@ class LocalExecutor:
                 AttemptResult(
                     ti_id=attempt.task_instance_id,
                     attempt_id=attempt.attempt_id,
+                    try_number=attempt.try_number,
                     succeeded=outcome.succeeded,
                     exit_code=outcome.exit_code,
                     error=outcome.error,
@@ -239,7 +242,13 @@ class LocalExecutor:
 
 
 def make_executor(
-    kind: ExecutorKind, engine: AsyncEngine, *, identity: str, parallelism: int, silence_limit: float
+    kind: ExecutorKind,
+    engine: AsyncEngine,
+    *,
+    identity: str,
+    parallelism: int,
+    silence_limit: float,
+    task_database_url: str = "",
 ) -> Executor:
     if kind is ExecutorKind.DISTRIBUTED:
         return DistributedExecutor()
@@ -248,4 +257,5 @@ def make_executor(
         identity=identity,
         parallelism=1 if kind is ExecutorKind.SEQUENTIAL else parallelism,
         windows=AttemptWindows.for_silence_limit(silence_limit),
+        task_database_url=task_database_url,
     )

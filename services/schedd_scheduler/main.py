@@ -49,6 +49,7 @@ async def serve(config: SchedulerConfig) -> None:
             identity=config.identity,
             parallelism=config.parallelism,
             silence_limit=config.zombie_threshold,
+            task_database_url=config.task_database_url,
         )
         listener = Listener(
             config.database_url,
@@ -100,6 +101,11 @@ def cli(
     parallelism: int = typer.Option(
         8, envvar="SCHEDD_PARALLELISM", min=1, help="tasks the local executor runs"
     ),
+    task_database_url: str = typer.Option(
+        "",
+        envvar="SCHEDD_TASK_DATABASE_URL",
+        help="for transactional tasks of the local executor: the database as the task role",
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a scheduler replica: campaign for leadership and schedule while leading."""
@@ -123,6 +129,7 @@ def cli(
         zombie_threshold=zombie_threshold,
         executor=executor,
         parallelism=parallelism,
+        task_database_url=task_database_url,
     )
     try:
         asyncio.run(serve(config))

@@ -98,7 +98,9 @@ def cli(
         0, envvar="SCHEDD_PYTHON_WORKERS", min=0, help="0: as many as capacity"
     ),
     task_database_url: str = typer.Option(
-        "", envvar="SCHEDD_TASK_DATABASE_URL", help="the metadata database, for transactional tasks"
+        "",
+        envvar="SCHEDD_TASK_DATABASE_URL",
+        help="the metadata database as the task role (a member of schedd_tasks), for transactional tasks",
     ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:

@@ -108,8 +108,8 @@ async def _finish(engine: AsyncEngine, which: Iterable[tuple[str, str, str]] | N
     async with engine.connect() as conn:
         result = await conn.execute(
             text(
-                "SELECT ti.id, ti.attempt_id, ti.dag_id, r.run_id, ti.task_id FROM task_instances ti "
-                "JOIN dag_runs r ON r.id = ti.run_pk WHERE ti.state = 'running'"
+                "SELECT ti.id, ti.attempt_id, ti.try_number, ti.dag_id, r.run_id, ti.task_id "
+                "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk WHERE ti.state = 'running'"
             )
         )
         running = [r for r in result if wanted is None or (r.dag_id, r.run_id, r.task_id) in wanted]
@@ -118,7 +118,13 @@ async def _finish(engine: AsyncEngine, which: Iterable[tuple[str, str, str]] | N
         engine,
         [
             AttemptResult(
-                ti_id=r.id, attempt_id=str(r.attempt_id), succeeded=True, exit_code=0, error="", ended_at=now
+                ti_id=r.id,
+                attempt_id=str(r.attempt_id),
+                try_number=r.try_number,
+                succeeded=True,
+                exit_code=0,
+                error="",
+                ended_at=now,
             )
             for r in running
         ],
@@ -432,7 +438,9 @@ async def test_paused_dag_waiting_tasks_are_not_admitted(engine: AsyncEngine) ->
 async def _fail_running(engine: AsyncEngine) -> None:
     async with engine.connect() as conn:
         rows = (
-            await conn.execute(text("SELECT id, attempt_id FROM task_instances WHERE state = 'running'"))
+            await conn.execute(
+                text("SELECT id, attempt_id, try_number FROM task_instances WHERE state = 'running'")
+            )
         ).all()
     statuses = await dispatch.apply_results(
         engine,
@@ -440,6 +448,7 @@ async def _fail_running(engine: AsyncEngine) -> None:
             AttemptResult(
                 ti_id=r.id,
                 attempt_id=str(r.attempt_id),
+                try_number=r.try_number,
                 succeeded=False,
                 exit_code=1,
                 error="boom",

@@ -34,6 +34,7 @@ async def _finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> l
             AttemptResult(
                 ti_id=c.ti_id,
                 attempt_id=c.attempt_id,
+                try_number=c.try_number,
                 succeeded=succeed,
                 exit_code=0 if succeed else 1,
                 error="",
@@ -126,6 +127,7 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
     ok = AttemptResult(
         ti_id=claimed.ti_id,
         attempt_id=claimed.attempt_id,
+        try_number=claimed.try_number,
         succeeded=True,
         exit_code=0,
         error="",
@@ -134,6 +136,7 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
     stale = AttemptResult(
         ti_id=claimed.ti_id,
         attempt_id="00000000-0000-0000-0000-000000000000",
+        try_number=claimed.try_number,
         succeeded=False,
         exit_code=1,
         error="late",
@@ -146,7 +149,13 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
     ]
     # The contradicting report of the same attempt is stale too, and changes nothing.
     flipped = AttemptResult(
-        ti_id=ok.ti_id, attempt_id=ok.attempt_id, succeeded=False, exit_code=1, error="x", ended_at=now
+        ti_id=ok.ti_id,
+        attempt_id=ok.attempt_id,
+        try_number=ok.try_number,
+        succeeded=False,
+        exit_code=1,
+        error="x",
+        ended_at=now,
     )
     assert await dispatch.apply_results(engine, [flipped]) == [dispatch.ReportStatus.STALE]
     assert await _states(engine, "one") == {"a": "success"}
@@ -187,3 +196,31 @@ async def test_cancelling_a_run_writes_its_failure_events_with_the_change(engine
         ("run_callback", "failure"),
     ]
     assert events[0].payload["task_id"] == "a" and events[0].payload["ti_id"] == claimed.ti_id
+
+
+async def test_a_report_with_another_try_number_is_stale_and_changes_nothing(engine: AsyncEngine) -> None:
+    """A result or heartbeat must match the whole attempt: task instance, try number and attempt id."""
+    run = await registered_run(engine, spec("tries", {"a": []}))
+    await (await leading_loop(engine)).evaluate([run.pk])
+    (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=1)
+    now = datetime.now(UTC)
+    wrong_try = AttemptResult(
+        ti_id=claimed.ti_id,
+        attempt_id=claimed.attempt_id,
+        try_number=claimed.try_number + 1,
+        succeeded=True,
+        exit_code=0,
+        error="",
+        ended_at=now,
+    )
+    assert await dispatch.apply_results(engine, [wrong_try]) == [dispatch.ReportStatus.STALE]
+    assert await _states(engine, "tries") == {"a": "running"}
+    stale = await dispatch.record_worker_heartbeat(
+        engine, "w", [dispatch.AttemptRef(claimed.ti_id, claimed.attempt_id, claimed.try_number + 1)]
+    )
+    assert stale == {claimed.attempt_id}
+    right = dispatch.AttemptRef(claimed.ti_id, claimed.attempt_id, claimed.try_number)
+    assert await dispatch.record_worker_heartbeat(engine, "w", [right]) == set()
+    ok = AttemptResult(**{**wrong_try.__dict__, "try_number": claimed.try_number})
+    assert await dispatch.apply_results(engine, [ok]) == [dispatch.ReportStatus.APPLIED]
+    assert await dispatch.apply_results(engine, [wrong_try]) == [dispatch.ReportStatus.STALE]

@@ -40,6 +40,7 @@ def _transaction(
         "dsn": asyncpg_dsn(url),
         "ti_id": claimed.ti_id,
         "attempt_id": attempt_id or claimed.attempt_id,
+        "try_number": claimed.try_number,
         "started_at": datetime.now(UTC).isoformat(),
     }
 
