@@ -11,7 +11,9 @@ Nothing here is check-then-write: each change locks the run and its task instanc
 and the leader's pass waits for the run's lock, so no task instance is claimed or
 planned between the read and the write; every guarded statement's row count is then
 compared with what the read implies, and a shortfall rolls everything back
-(:class:`IllegalTransition`).
+(:class:`IllegalTransition`). A claim that passed the locked task instances by may
+have left queued work behind, so every change wakes the registries of the queues of
+the run's queued task instances when it commits.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from schedd_core.explain import ExplainFacts, explain
 from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot
 from schedd_core.states import RUN_FINISHED, RunState, TaskState, allowed_task_sources
+from schedd_faults import FaultPoints
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
@@ -54,13 +57,23 @@ class _LockedRun:
     tasks: dict[str, Any]
 
 
-async def _lock_run(conn: AsyncConnection, dag_id: str, run_id: str) -> _LockedRun:
+async def _lock_run(
+    conn: AsyncConnection, dag_id: str, run_id: str, faults: FaultPoints | None
+) -> _LockedRun:
     """Lock the run and its task instances and read them."""
     row = (await conn.execute(sql.LOCK_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
     if row is None:
         raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
     tasks = {t.task_id: t for t in (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": row.id})).all()}
+    if faults is not None:
+        faults.hit("control.read")  # a test widens the window between this read and the writes
     return _LockedRun(pk=row.id, state=row.state, graph=DagGraph.from_spec(parse_spec(row.spec)), tasks=tasks)
+
+
+async def _wake_claims(conn: AsyncConnection, run: _LockedRun) -> None:
+    """Claims skipped the run's locked task instances: let the registries look again after commit."""
+    for queue in sorted({t.queue for t in run.tasks.values() if t.state == TaskState.QUEUED}):
+        await conn.execute(sql.NOTIFY, {"channel": channels.QUEUED, "payload": queue})
 
 
 def _expect(what: str, expected: int, rows: Sequence[object]) -> None:
@@ -84,10 +97,12 @@ async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: str, error
         await conn.execute(sql.NOTIFY, {"channel": channels.CANCEL, "payload": "\n".join(lines)})
 
 
-async def cancel_run(engine: AsyncEngine, dag_id: str, run_id: str) -> None:
+async def cancel_run(
+    engine: AsyncEngine, dag_id: str, run_id: str, *, faults: FaultPoints | None = None
+) -> None:
     """Fail the run: running attempts fail and are stopped, tasks that have not run are skipped."""
     async with engine.begin() as conn:
-        run = await _lock_run(conn, dag_id, run_id)
+        run = await _lock_run(conn, dag_id, run_id, faults)
         if RunState(run.state) in RUN_FINISHED:
             raise FailedPrecondition(f"run {run_id!r} of dag {dag_id!r} is already {run.state}")
         running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
@@ -117,11 +132,12 @@ async def clear(
     downstream: bool,
     upstream: bool,
     only_failed: bool,
+    faults: FaultPoints | None = None,
 ) -> list[str]:
     """Reset task instances (and optionally everything downstream/upstream of them) to run again.
     Returns the task ids cleared."""
     async with engine.begin() as conn:
-        run = await _lock_run(conn, dag_id, run_id)
+        run = await _lock_run(conn, dag_id, run_id, faults)
         for i, tid in enumerate(task_ids):
             if tid not in run.graph.nodes:
                 raise InvalidArgument(f"task_ids[{i}]", f"dag {dag_id!r} has no task {tid!r}")
@@ -146,6 +162,7 @@ async def clear(
         cleared = await _clear(conn, run, rows)
         await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
         await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+        await _wake_claims(conn, run)
     return sorted(cleared)
 
 
@@ -160,17 +177,26 @@ async def _clear(conn: AsyncConnection, run: _LockedRun, rows: Sequence[Any]) ->
     return [r.task_id for r in cleared]
 
 
-async def set_state(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str, state: TaskState) -> None:
+async def set_state(
+    engine: AsyncEngine,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    state: TaskState,
+    *,
+    faults: FaultPoints | None = None,
+) -> None:
     """Mark a task instance succeeded or failed by hand (a failed mark uses up its retries). Marking a
     task instance with the state it has already changes nothing."""
     if state not in (TaskState.SUCCESS, TaskState.FAILED):
         raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
     async with engine.begin() as conn:
-        run = await _lock_run(conn, dag_id, run_id)
+        run = await _lock_run(conn, dag_id, run_id, faults)
         ti = run.tasks.get(task_id)
         if ti is None:
             raise NotFound(f"task {task_id!r} of run {run_id!r} has no task instance yet")
         if ti.state == state:
+            await _wake_claims(conn, run)
             return
         if ti.state == TaskState.RUNNING:
             await _stop(conn, [ti.id], target=state.value, error=f"marked {state.value} by hand")
@@ -195,6 +221,7 @@ async def set_state(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str,
                 await _clear(conn, run, again)
         await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
         await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+        await _wake_claims(conn, run)
 
 
 async def explain_task(

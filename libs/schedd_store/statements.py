@@ -662,7 +662,7 @@ RUN_TASK_STATES = _sql(
 #: The task instances of a run, locked: a registry's claim (SKIP LOCKED) passes them by and a result or a
 #: fail-over waits, so what a manual change reads stays true until it commits.
 LOCK_RUN_TASKS = _sql(
-    "SELECT id, task_id, state, worker_id, attempt_id FROM task_instances WHERE run_pk = :run_pk "
+    "SELECT id, task_id, state, worker_id, attempt_id, queue FROM task_instances WHERE run_pk = :run_pk "
     "ORDER BY id FOR UPDATE"
 )
 

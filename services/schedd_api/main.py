@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 import typer
 
@@ -12,6 +13,7 @@ from schedd_api.config import ApiConfig
 from schedd_api.servicer import ClusterServicer, DagServicer, PoolServicer, RunServicer, WorkerServicer
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import SystemClock
+from schedd_faults import FaultPoints
 from schedd_rpc.server import make_server, set_serving, stop_signals
 from schedd_store.engine import make_engine
 
@@ -33,7 +35,9 @@ async def serve(config: ApiConfig) -> None:
 
     def register(server: object) -> None:
         api_pb2_grpc.add_DagServiceServicer_to_server(DagServicer(engine), server)
-        api_pb2_grpc.add_RunServiceServicer_to_server(RunServicer(engine, clock), server)
+        api_pb2_grpc.add_RunServiceServicer_to_server(
+            RunServicer(engine, clock, FaultPoints.from_env(os.environ)), server
+        )
         api_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(engine, etcd), server)
         api_pb2_grpc.add_WorkerServiceServicer_to_server(WorkerServicer(engine), server)
         api_pb2_grpc.add_PoolServiceServicer_to_server(PoolServicer(engine), server)

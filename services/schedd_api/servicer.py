@@ -12,6 +12,7 @@ from schedd_coord.client import EtcdClient
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
 from schedd_core.states import TaskState
+from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
 from schedd_rpc.errors import translate_errors
 from schedd_store import control
@@ -74,9 +75,10 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
 
 
 class RunServicer(api_pb2_grpc.RunServiceServicer):
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: AsyncEngine, clock: Clock, faults: FaultPoints | None = None) -> None:
         self._engine = engine
         self._clock = clock
+        self._faults = faults
 
     @translate_errors
     async def CreateRun(
@@ -129,7 +131,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         self, request: api_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.DagRun:
         dag_id, run_id = names.parse_run_name(request.name)
-        await control.cancel_run(self._engine, dag_id, run_id)
+        await control.cancel_run(self._engine, dag_id, run_id, faults=self._faults)
         return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
 
     @translate_errors
@@ -145,6 +147,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
             downstream=request.include_downstream,
             upstream=request.include_upstream,
             only_failed=request.only_failed,
+            faults=self._faults,
         )
         return api_pb2.ClearTaskInstancesResponse(cleared_task_ids=cleared)
 
@@ -156,7 +159,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         if request.state not in (pb.TASK_STATE_SUCCESS, pb.TASK_STATE_FAILED):
             raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
         target = TaskState.SUCCESS if request.state == pb.TASK_STATE_SUCCESS else TaskState.FAILED
-        await control.set_state(self._engine, dag_id, run_id, task_id, target)
+        await control.set_state(self._engine, dag_id, run_id, task_id, target, faults=self._faults)
         run = await run_store.get_run(self._engine, dag_id, run_id)
         return next(translate.task_instance(run, t) for t in run.task_instances if t.task_id == task_id)
 
