@@ -25,7 +25,7 @@ from tests.fixtures.services import schedctl as run_schedctl
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
 WINDOW = 5.0
-TASKS = {f"t{i}": [] for i in range(6)}
+TASKS: dict[str, list[str]] = {f"t{i}": [] for i in range(6)}
 
 
 @pytest.fixture
@@ -111,7 +111,9 @@ def test_a_cancel_racing_a_claim_leaves_nothing_running(cluster: Cluster, tmp_pa
 
 
 @pytest.mark.parametrize("state", [pb.TASK_STATE_SUCCESS, pb.TASK_STATE_FAILED])
-def test_a_mark_racing_a_claim_leaves_nothing_running(cluster: Cluster, tmp_path: Path, state: int) -> None:
+def test_a_mark_racing_a_claim_leaves_nothing_running(
+    cluster: Cluster, tmp_path: Path, state: pb.TaskState.ValueType
+) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
     register(cluster, tmp_path, marks)
