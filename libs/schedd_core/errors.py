@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+#: The most characters of a bad value an error message quotes.
+QUOTE_CHARS = 60
+
+
+def quote(value: str) -> str:
+    """``repr`` of ``value`` for an error message, cut to ``QUOTE_CHARS`` characters (length said)."""
+    if len(value) <= QUOTE_CHARS:
+        return repr(value)
+    return f"{value[:QUOTE_CHARS]!r}... ({len(value)} characters)"
+
 
 class ScheddError(Exception):
     """Root of every error schedd raises on purpose."""

@@ -13,10 +13,12 @@ from __future__ import annotations
 import graphlib
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+
+from google.protobuf import duration_pb2
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.errors import InvalidArgument
+from schedd_core.errors import InvalidArgument, quote
 
 #: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,249}")
@@ -25,26 +27,55 @@ MAX_TASKS = 10_000
 MAX_DEPTH = 1_000
 MAX_SPEC_BYTES = 4 * 1024 * 1024
 MAX_COMMAND_BYTES = 64 * 1024
+#: Bounds of the numeric options: no value a pass computes from them can overflow a column.
+MAX_RETRIES = 1_000
+MAX_DURATION_SECONDS = 366 * 24 * 3600
+MAX_PRIORITY_WEIGHT = 100_000
+MAX_CONCURRENCY = 1_000_000
+MAX_PARAMS_BYTES = 64 * 1024
+MAX_ENV_BYTES = 64 * 1024
+MAX_DESCRIPTION_CHARS = 10_000
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
+MAX_CALLBACKS = 10
+MAX_URL_CHARS = 2_000
 
 
 def check_id(field: str, value: str) -> None:
-    """Raise unless ``value`` is a valid schedd identifier."""
+    """Raise unless ``value`` is a valid schedd identifier (the message quotes at most 60 characters)."""
     if not value:
         raise InvalidArgument(field, "must not be empty")
     if not ID_PATTERN.fullmatch(value):
         raise InvalidArgument(
             field,
-            f"{value!r} is not a valid id: use letters, digits, '_', '-' or '.', start with a letter or "
+            f"{quote(value)} is not a valid id: use letters, digits, '_', '-' or '.', start with a letter or "
             "digit, at most 250 characters",
         )
 
 
-def validate_spec(spec: pb.DagSpec, *, known_pools: Iterable[str] | None = None) -> None:
+def check_range(field: str, value: int, low: int, high: int) -> None:
+    if low == 0 and value < 0:
+        raise InvalidArgument(field, "must not be negative")
+    if not low <= value <= high:
+        raise InvalidArgument(field, f"must be between {low} and {high}, not {value}")
+
+
+def check_duration(field: str, value: duration_pb2.Duration, *, positive: bool = False) -> None:
+    """A Duration field: not negative (positive when asked), at most a year."""
+    seconds = value.seconds + value.nanos / 1e9
+    if seconds < 0 or (positive and seconds <= 0):
+        raise InvalidArgument(field, "must be positive" if positive else "must not be negative")
+    if seconds > MAX_DURATION_SECONDS:
+        raise InvalidArgument(field, f"must be at most {MAX_DURATION_SECONDS // 86400} days")
+
+
+def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = None) -> None:
     """Raise :class:`InvalidArgument` for the first problem found in ``spec``.
 
     Checks ids, duplicates, unknown upstream ids, cycles (the message lists the
-    cycle), numeric options, size limits and, when ``known_pools`` is given,
-    that every pool exists.
+    cycle), every numeric option against its bounds, size limits and, when
+    ``known_pools`` (pool name -> slots) is given, that every pool exists and has
+    room for each task's ``pool_slots``.
     """
     size = spec.ByteSize()
     if size > MAX_SPEC_BYTES:
@@ -54,12 +85,21 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Iterable[str] | None = None)
         raise InvalidArgument("spec.tasks", "a DAG needs at least one task")
     if len(spec.tasks) > MAX_TASKS:
         raise InvalidArgument("spec.tasks", f"has {len(spec.tasks)} tasks; the limit is {MAX_TASKS}")
-    if spec.max_active_runs < 0:
-        raise InvalidArgument("spec.max_active_runs", "must not be negative")
-    if spec.max_active_tasks < 0:
-        raise InvalidArgument("spec.max_active_tasks", "must not be negative")
+    check_range("spec.max_active_runs", spec.max_active_runs, 0, MAX_CONCURRENCY)
+    check_range("spec.max_active_tasks", spec.max_active_tasks, 0, MAX_CONCURRENCY)
+    if spec.HasField("dagrun_timeout"):
+        check_duration("spec.dagrun_timeout", spec.dagrun_timeout, positive=True)
+    if len(spec.description) > MAX_DESCRIPTION_CHARS:
+        raise InvalidArgument("spec.description", f"is longer than {MAX_DESCRIPTION_CHARS} characters")
+    if len(spec.tags) > MAX_TAGS:
+        raise InvalidArgument("spec.tags", f"has {len(spec.tags)} tags; the limit is {MAX_TAGS}")
+    for i, tag in enumerate(spec.tags):
+        if not tag or len(tag) > MAX_TAG_CHARS:
+            raise InvalidArgument(f"spec.tags[{i}]", f"must have 1 to {MAX_TAG_CHARS} characters")
+    _check_params("spec.params", spec)
+    _check_callbacks("spec", spec, ("on_failure", "on_success"))
 
-    pools = set(known_pools) if known_pools is not None else None
+    pools = dict(known_pools) if known_pools is not None else None
     seen: dict[str, int] = {}
     for i, task in enumerate(spec.tasks):
         where = f"spec.tasks[{i}]"
@@ -89,7 +129,36 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Iterable[str] | None = None)
         raise InvalidArgument("spec.tasks", f"dependency chain of {depth} tasks; the limit is {MAX_DEPTH}")
 
 
-def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None) -> None:
+def _check_params(field: str, owner: pb.DagSpec | pb.TaskSpec) -> None:
+    if owner.HasField("params") and owner.params.ByteSize() > MAX_PARAMS_BYTES:
+        raise InvalidArgument(field, f"is {owner.params.ByteSize()} bytes; the limit is {MAX_PARAMS_BYTES}")
+
+
+def _check_callbacks(where: str, owner: pb.DagSpec | pb.TaskSpec, events: tuple[str, ...]) -> None:
+    for event in events:
+        callbacks = getattr(owner, event)
+        if len(callbacks) > MAX_CALLBACKS:
+            raise InvalidArgument(
+                f"{where}.{event}", f"has {len(callbacks)} callbacks; the limit is {MAX_CALLBACKS}"
+            )
+        for i, callback in enumerate(callbacks):
+            field = f"{where}.{event}[{i}]"
+            kind = callback.WhichOneof("target")
+            if kind is None:
+                raise InvalidArgument(field, "needs a target: python or webhook_url")
+            if kind == "python" and not _PYTHON_TARGET.fullmatch(callback.python.target):
+                raise InvalidArgument(f"{field}.python.target", "must look like 'package.module:function'")
+            if kind == "webhook_url" and (
+                not re.fullmatch(r"https?://[^\s/$.?#][^\s]*", callback.webhook_url)
+                or len(callback.webhook_url) > MAX_URL_CHARS
+            ):
+                raise InvalidArgument(f"{field}.webhook_url", "must be an http:// or https:// URL")
+
+
+_PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", re.ASCII)
+
+
+def _validate_task_options(where: str, task: pb.TaskSpec, pools: dict[str, int] | None) -> None:
     action = task.WhichOneof("action")
     if action is None:
         raise InvalidArgument(f"{where}", "needs an action: shell or python")
@@ -98,9 +167,7 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
             raise InvalidArgument(f"{where}.shell.command", "must not be empty")
         if len(task.shell.command.encode()) > MAX_COMMAND_BYTES:
             raise InvalidArgument(f"{where}.shell.command", f"is longer than {MAX_COMMAND_BYTES} bytes")
-    if action == "python" and not re.fullmatch(
-        r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", task.python.target, re.ASCII
-    ):
+    if action == "python" and not _PYTHON_TARGET.fullmatch(task.python.target):
         raise InvalidArgument(f"{where}.python.target", "must look like 'package.module:function'")
     if task.branch and action != "python":
         raise InvalidArgument(
@@ -110,28 +177,36 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: set[str] | None
         raise InvalidArgument(f"{where}.transactional", "a transactional task must be a Python task")
     if task.transactional and task.branch:
         raise InvalidArgument(f"{where}.transactional", "a branch task cannot be transactional")
-    if task.max_active_instances < 0:
-        raise InvalidArgument(f"{where}.max_active_instances", "must not be negative")
-    if task.retries < 0:
-        raise InvalidArgument(f"{where}.retries", "must not be negative")
+    check_range(f"{where}.max_active_instances", task.max_active_instances, 0, MAX_CONCURRENCY)
+    check_range(f"{where}.retries", task.retries, 0, MAX_RETRIES)
+    check_range(f"{where}.priority_weight", task.priority_weight, -MAX_PRIORITY_WEIGHT, MAX_PRIORITY_WEIGHT)
     for name in ("retry_delay", "max_retry_delay"):
-        duration = getattr(task, name)
-        if duration.seconds < 0 or duration.nanos < 0:
-            raise InvalidArgument(f"{where}.{name}", "must not be negative")
-    timeout = task.execution_timeout
-    if task.HasField("execution_timeout") and (timeout.seconds, timeout.nanos) <= (0, 0):
-        raise InvalidArgument(f"{where}.execution_timeout", "must be positive")
-    if task.pool_slots < 0:
-        raise InvalidArgument(f"{where}.pool_slots", "must not be negative")
+        check_duration(f"{where}.{name}", getattr(task, name))
+    if task.HasField("execution_timeout"):
+        check_duration(f"{where}.execution_timeout", task.execution_timeout, positive=True)
+    check_range(f"{where}.pool_slots", task.pool_slots, 0, MAX_CONCURRENCY)
+    pool = task.pool or "default_pool"
     if task.pool:
         check_id(f"{where}.pool", task.pool)
-        if pools is not None and task.pool not in pools:
-            raise InvalidArgument(f"{where}.pool", f"unknown pool {task.pool!r}")
+    if pools is not None:
+        if pool not in pools:
+            raise InvalidArgument(f"{where}.pool", f"unknown pool {pool!r}")
+        if (task.pool_slots or 1) > pools[pool]:
+            raise InvalidArgument(
+                f"{where}.pool_slots",
+                f"needs {task.pool_slots or 1} slots but pool {pool!r} has {pools[pool]}: it could never run",
+            )
     if task.queue:
         check_id(f"{where}.queue", task.queue)
-    for key in task.env:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise InvalidArgument(f"{where}.env", f"{key!r} is not a valid environment variable name")
+    env_bytes = 0
+    for key, value in task.env.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or len(key) > 250:
+            raise InvalidArgument(f"{where}.env", f"{quote(key)} is not a valid environment variable name")
+        env_bytes += len(key.encode()) + len(value.encode())
+    if env_bytes > MAX_ENV_BYTES:
+        raise InvalidArgument(f"{where}.env", f"is {env_bytes} bytes; the limit is {MAX_ENV_BYTES}")
+    _check_params(f"{where}.params", task)
+    _check_callbacks(where, task, ("on_failure", "on_retry", "on_success"))
 
 
 def upstream_map(spec: pb.DagSpec) -> dict[str, set[str]]:

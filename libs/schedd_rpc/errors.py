@@ -1,11 +1,15 @@
-"""The one table that maps domain errors to gRPC status codes, in both directions."""
+"""The one table that maps domain errors to gRPC status codes, and aborting a call with it.
+
+Database errors that mean "not reachable right now" (a broken connection, PostgreSQL shutting down
+or starting, a serialization failure or deadlock to retry) become UNAVAILABLE; a statement timeout
+becomes DEADLINE_EXCEEDED. Only a failure that is truly unexpected is INTERNAL, and it is logged
+with its traceback. Status messages are cut to ``MAX_MESSAGE_CHARS`` so they always fit gRPC's
+metadata limit.
+"""
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
 
 import grpc
 from sqlalchemy.exc import DBAPIError, InterfaceError
@@ -13,6 +17,9 @@ from sqlalchemy.exc import DBAPIError, InterfaceError
 from schedd_core import errors as e
 
 log = logging.getLogger(__name__)
+
+#: Longest status message sent (the trailers that carry it are limited to 8 KiB by default).
+MAX_MESSAGE_CHARS = 2000
 
 #: Most specific first.
 STATUS_OF: list[tuple[type[e.ScheddError], grpc.StatusCode]] = [
@@ -25,6 +32,10 @@ STATUS_OF: list[tuple[type[e.ScheddError], grpc.StatusCode]] = [
     (e.ScheddError, grpc.StatusCode.INTERNAL),
 ]
 
+#: SQLSTATE classes and codes that say "try again".
+_RETRYABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "40001", "40P01", "53300")
+_STATEMENT_TIMEOUT = "57014"
+
 
 def status_code_of(error: e.ScheddError) -> grpc.StatusCode:
     for kind, code in STATUS_OF:
@@ -33,35 +44,30 @@ def status_code_of(error: e.ScheddError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-R = TypeVar("R")
+def status_of(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
+    """The status a call that raised ``exc`` ends with, and its message."""
+    if isinstance(exc, e.ScheddError):
+        return status_code_of(exc), str(exc)
+    broken = isinstance(exc, DBAPIError) and exc.connection_invalidated
+    if isinstance(exc, OSError | InterfaceError) or broken:
+        log.warning("%s: the database cannot be reached: %s", method, exc)
+        return grpc.StatusCode.UNAVAILABLE, "the metadata database cannot be reached; retry"
+    if isinstance(exc, DBAPIError):
+        sqlstate = str(getattr(exc.orig, "sqlstate", "") or "")
+        if sqlstate == _STATEMENT_TIMEOUT:
+            return grpc.StatusCode.DEADLINE_EXCEEDED, "the database took too long; retry"
+        if sqlstate.startswith(_RETRYABLE_SQLSTATES):
+            log.warning("%s: retryable database error %s: %s", method, sqlstate, exc)
+            return grpc.StatusCode.UNAVAILABLE, "the metadata database is busy or restarting; retry"
+    log.error("unexpected error in %s", method, exc_info=exc)
+    return grpc.StatusCode.INTERNAL, "internal error; see the server log"
 
 
-def translate_errors(
-    method: Callable[..., Awaitable[R]],
-) -> Callable[..., Awaitable[R]]:
-    """Decorator for unary servicer methods: a domain error aborts the call with its status code
-    and message; anything else is logged and aborts with INTERNAL."""
-
-    @functools.wraps(method)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
-        try:
-            return await method(self, request, context)
-        except e.ScheddError as exc:
-            await context.abort(status_code_of(exc), str(exc))
-        except grpc.aio.AbortError:
-            raise
-        except (OSError, InterfaceError) as exc:
-            log.warning("%s: the database cannot be reached: %s", method.__name__, exc)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the metadata database cannot be reached; retry")
-        except DBAPIError as exc:
-            if not exc.connection_invalidated:
-                log.exception("unexpected database error in %s", method.__name__)
-                await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
-            log.warning("%s: the database connection broke: %s", method.__name__, exc)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the metadata database cannot be reached; retry")
-        except Exception:
-            log.exception("unexpected error in %s", method.__name__)
-            await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the server log")
-        raise AssertionError("unreachable")
-
-    return wrapper
+async def abort_for(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+    """End the call with the status ``exc`` maps to (re-raising an abort already under way)."""
+    if isinstance(exc, grpc.aio.AbortError):
+        raise exc
+    code, message = status_of(exc, method)
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + " [...]"
+    await context.abort(code, message)

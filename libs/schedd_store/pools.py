@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import InvalidArgument
-from schedd_core.spec import check_id
+from schedd_core.spec import MAX_CONCURRENCY, check_id
 from schedd_store import channels
 from schedd_store import statements as sql
 
 
-async def pool_names(engine: AsyncEngine) -> list[str]:
+async def pool_sizes(engine: AsyncEngine) -> dict[str, int]:
+    """Every pool's number of slots, by name."""
     async with engine.connect() as conn:
-        return [r[0] for r in (await conn.execute(sql.LIST_POOL_NAMES)).all()]
+        return {r.name: int(r.slots) for r in (await conn.execute(sql.LIST_POOL_SIZES)).all()}
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ async def list_pools(engine: AsyncEngine) -> list[PoolRecord]:
 async def set_pool(engine: AsyncEngine, name: str, slots: int, description: str) -> PoolRecord:
     """Create the pool or change its size; runs waiting for it are evaluated again."""
     check_id("pool", name)
-    if slots < 0:
-        raise InvalidArgument("slots", "must not be negative")
+    if not 0 <= slots <= MAX_CONCURRENCY:
+        raise InvalidArgument("slots", f"must be between 0 and {MAX_CONCURRENCY}")
     async with engine.begin() as conn:
         await conn.execute(sql.SET_POOL, {"name": name, "slots": slots, "description": description})
         runs = [r[0] for r in (await conn.execute(sql.RUNS_WAITING_IN_POOL, {"name": name})).all()]

@@ -485,7 +485,7 @@ MARK_WORKER_GONE = _guarded(
 
 # --- pools -----------------------------------------------------------------------------------------
 
-LIST_POOL_NAMES = _sql("SELECT name FROM pools ORDER BY name")
+LIST_POOL_SIZES = _sql("SELECT name, slots FROM pools ORDER BY name")
 
 
 # --- delivery: heartbeats, lost attempts, logs, workers ---------------------------------------------

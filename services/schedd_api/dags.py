@@ -12,5 +12,5 @@ from schedd_store.records import DagRecord
 
 async def register(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[DagRecord, bool]:
     """Validate ``spec`` (raising InvalidArgument naming the field) and store it as the latest version."""
-    validate_spec(spec, known_pools=await pools.pool_names(engine))
+    validate_spec(spec, known_pools=await pools.pool_sizes(engine))
     return await dags.register_dag(engine, spec)

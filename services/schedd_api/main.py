@@ -6,14 +6,16 @@ import asyncio
 import logging
 import os
 
+import grpc
 import typer
 
-from schedd.v1 import api_pb2, api_pb2_grpc
+from schedd.v1 import api_pb2
 from schedd_api.config import ApiConfig
 from schedd_api.servicer import ClusterServicer, DagServicer, PoolServicer, RunServicer, WorkerServicer
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import SystemClock
 from schedd_faults import FaultPoints
+from schedd_rpc.frame import add_service
 from schedd_rpc.server import make_server, set_serving, stop_signals
 from schedd_store.engine import make_engine
 
@@ -33,14 +35,17 @@ async def serve(config: ApiConfig) -> None:
     etcd = EtcdClient(config.etcd_endpoints) if config.etcd_endpoints else None
     clock = SystemClock()
 
-    def register(server: object) -> None:
-        api_pb2_grpc.add_DagServiceServicer_to_server(DagServicer(engine), server)
-        api_pb2_grpc.add_RunServiceServicer_to_server(
-            RunServicer(engine, clock, FaultPoints.from_env(os.environ)), server
-        )
-        api_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(engine, etcd), server)
-        api_pb2_grpc.add_WorkerServiceServicer_to_server(WorkerServicer(engine), server)
-        api_pb2_grpc.add_PoolServiceServicer_to_server(PoolServicer(engine), server)
+    servicers = {
+        "DagService": DagServicer(engine),
+        "RunService": RunServicer(engine, clock, FaultPoints.from_env(os.environ)),
+        "ClusterService": ClusterServicer(engine, etcd),
+        "WorkerService": WorkerServicer(engine),
+        "PoolService": PoolServicer(engine),
+    }
+
+    def register(server: grpc.aio.Server) -> None:
+        for name, servicer in servicers.items():
+            add_service(server, api_pb2.DESCRIPTOR.services_by_name[name], servicer)
 
     server, health = make_server(config.listen, SERVICES, register)
     stop = stop_signals()

@@ -14,7 +14,6 @@ from schedd_core.errors import InvalidArgument
 from schedd_core.states import TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
-from schedd_rpc.errors import translate_errors
 from schedd_store import control
 from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
@@ -37,7 +36,6 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    @translate_errors
     async def RegisterDag(
         self, request: api_pb2.RegisterDagRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.RegisterDagResponse:
@@ -46,23 +44,19 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
             dag=translate.dag(record), version=translate.dag_version(record), created_version=created
         )
 
-    @translate_errors
     async def GetDag(self, request: api_pb2.GetDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
         return translate.dag(await dag_store.get_dag(self._engine, names.parse_dag_name(request.name)))
 
-    @translate_errors
     async def PauseDag(self, request: api_pb2.PauseDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
         dag_id = names.parse_dag_name(request.name)
         await control.set_paused(self._engine, dag_id, True)
         return translate.dag(await dag_store.get_dag(self._engine, dag_id))
 
-    @translate_errors
     async def UnpauseDag(self, request: api_pb2.PauseDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
         dag_id = names.parse_dag_name(request.name)
         await control.set_paused(self._engine, dag_id, False)
         return translate.dag(await dag_store.get_dag(self._engine, dag_id))
 
-    @translate_errors
     async def ListDags(
         self, request: api_pb2.ListDagsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ListDagsResponse:
@@ -80,7 +74,6 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         self._clock = clock
         self._faults = faults
 
-    @translate_errors
     async def CreateRun(
         self, request: api_pb2.CreateRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.DagRun:
@@ -96,12 +89,10 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         )
         return translate.run(record)
 
-    @translate_errors
     async def GetRun(self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.DagRun:
         dag_id, run_id = names.parse_run_name(request.name)
         return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
 
-    @translate_errors
     async def GetTaskLogs(
         self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.TaskLogs:
@@ -126,7 +117,6 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
             data=logs.data, next_offset=logs.next_offset, try_number=logs.try_number, complete=logs.complete
         )
 
-    @translate_errors
     async def CancelRun(
         self, request: api_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.DagRun:
@@ -134,7 +124,6 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         await control.cancel_run(self._engine, dag_id, run_id, faults=self._faults)
         return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
 
-    @translate_errors
     async def ClearTaskInstances(
         self, request: api_pb2.ClearTaskInstancesRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ClearTaskInstancesResponse:
@@ -151,7 +140,6 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         )
         return api_pb2.ClearTaskInstancesResponse(cleared_task_ids=cleared)
 
-    @translate_errors
     async def SetTaskInstanceState(
         self, request: api_pb2.SetTaskInstanceStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.TaskInstance:
@@ -163,7 +151,6 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         run = await run_store.get_run(self._engine, dag_id, run_id)
         return next(translate.task_instance(run, t) for t in run.task_instances if t.task_id == task_id)
 
-    @translate_errors
     async def ExplainTaskInstance(
         self, request: api_pb2.ExplainTaskInstanceRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Explanation:
@@ -173,7 +160,6 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
             state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()), reasons=reasons
         )
 
-    @translate_errors
     async def ListRuns(
         self, request: api_pb2.ListRunsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ListRunsResponse:
@@ -194,7 +180,6 @@ class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    @translate_errors
     async def ListWorkers(
         self, request: api_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ListWorkersResponse:
@@ -207,7 +192,6 @@ class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
             workers=[translate.worker(r) for r in records[:limit]], next_page_token=token
         )
 
-    @translate_errors
     async def DrainWorker(
         self, request: api_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Worker:
@@ -219,7 +203,6 @@ class PoolServicer(api_pb2_grpc.PoolServiceServicer):
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    @translate_errors
     async def ListPools(
         self, request: api_pb2.ListPoolsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ListPoolsResponse:
@@ -227,7 +210,6 @@ class PoolServicer(api_pb2_grpc.PoolServiceServicer):
             pools=[translate.pool(p) for p in await pool_store.list_pools(self._engine)]
         )
 
-    @translate_errors
     async def SetPool(
         self, request: api_pb2.SetPoolRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Pool:
@@ -241,7 +223,6 @@ class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):
         self._engine = engine
         self._etcd = etcd
 
-    @translate_errors
     async def GetLeader(
         self, request: api_pb2.GetLeaderRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Leader:

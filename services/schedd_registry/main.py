@@ -7,9 +7,10 @@ import logging
 import os
 import socket
 
+import grpc
 import typer
 
-from schedd.v1 import worker_pb2, worker_pb2_grpc
+from schedd.v1 import worker_pb2
 from schedd_core.permits import AttemptWindows
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_faults import FaultPoints
@@ -18,6 +19,7 @@ from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import RegistryMetrics
 from schedd_registry.servicer import WorkerRegistryServicer
+from schedd_rpc.frame import add_service
 from schedd_rpc.server import make_server, set_serving, stop_signals
 from schedd_store import channels
 from schedd_store.engine import make_engine
@@ -55,8 +57,8 @@ async def serve(config: RegistryConfig) -> None:
         on_connect=dispatcher.wake_async,
     )
 
-    def register(server: object) -> None:
-        worker_pb2_grpc.add_WorkerRegistryServicer_to_server(servicer, server)
+    def register(server: grpc.aio.Server) -> None:
+        add_service(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"], servicer)
 
     server, health = make_server(config.listen, SERVICES, register)
     stop = stop_signals()

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from typing import Any
 
 import grpc
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
@@ -105,17 +104,9 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         if first is None:
             return
         windows = self._config.windows
-        try:
-            hello = _validate_hello(first, windows)
-        except InvalidArgument as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            return
+        hello = _validate_hello(first, windows)
         kill_grace = hello.kill_grace.ToTimedelta().total_seconds()
-        try:
-            drain = await self._register(hello, windows, kill_grace)
-        except (OSError, DBAPIError) as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the registry cannot record the worker: {exc}")
-            return
+        drain = await self._register(hello, windows, kill_grace)
         session = WorkerSession(
             worker_id=hello.worker_id, queues=tuple(hello.queues) or ("default",), capacity=hello.capacity
         )
@@ -145,6 +136,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                     yield getter.result()
                     continue
                 getter.cancel()
+                if not reader.cancelled() and isinstance(reader.exception(), InvalidArgument):
+                    raise reader.exception()  # type: ignore[misc]  # a malformed message: INVALID_ARGUMENT
                 break
         finally:
             session.closed = True

@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import re
 import string
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
@@ -13,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.errors import InvalidArgument, ScheddError
+from schedd_core.errors import InvalidArgument, ScheddError, quote
 from schedd_core.spec import check_id, validate_spec
 from tests.unit.helpers import dag, dag_specs, task
 
 
 def rejects(
-    spec: pb.DagSpec, field: str, problem: str = "", *, known_pools: Iterable[str] | None = None
+    spec: pb.DagSpec, field: str, problem: str = "", *, known_pools: Mapping[str, int] | None = None
 ) -> InvalidArgument:
     with pytest.raises(InvalidArgument) as info:
         validate_spec(spec, known_pools=known_pools)
@@ -53,7 +54,7 @@ def test_a_full_featured_spec_is_accepted() -> None:
         max_active_tasks=4,
         tags=["etl", "nightly"],
     )
-    validate_spec(spec, known_pools=["db", "default_pool"])
+    validate_spec(spec, known_pools={"db": 4, "default_pool": 128})
 
 
 def test_invalid_argument_is_a_schedd_error() -> None:
@@ -91,7 +92,7 @@ def test_empty_dag() -> None:
 def test_bad_dag_id(dag_id: str, problem: str) -> None:
     err = rejects(dag(task("a"), dag_id=dag_id), "spec.dag_id", problem)
     if dag_id:
-        assert repr(dag_id) in err.problem
+        assert quote(dag_id) in err.problem
 
 
 @pytest.mark.parametrize("dag_id", ["a", "0", "A.b-c_d", "x" * 250])
@@ -282,17 +283,84 @@ def test_unset_execution_timeout_is_accepted() -> None:
 
 def test_unknown_pool_when_known_pools_given() -> None:
     spec = dag(task("a", pool="db"), task("b", pool="gpu"))
-    err = rejects(spec, "spec.tasks[1].pool", "unknown pool", known_pools=["db"])
+    err = rejects(spec, "spec.tasks[1].pool", "unknown pool", known_pools={"db": 2})
     assert "'gpu'" in err.problem
-    rejects(spec, "spec.tasks[0].pool", "unknown pool", known_pools=[])
+    rejects(spec, "spec.tasks[0].pool", "unknown pool", known_pools={})
 
 
 def test_any_pool_when_known_pools_not_given() -> None:
     validate_spec(dag(task("a", pool="anything")))
 
 
-def test_known_pools_may_be_any_iterable() -> None:
-    validate_spec(dag(task("a", pool="db")), known_pools=iter(["db"]))
+def test_a_task_needing_more_slots_than_its_pool_has_is_rejected() -> None:
+    pools = {"db": 2, "default_pool": 128}
+    validate_spec(dag(task("a", pool="db", pool_slots=2)), known_pools=pools)
+    rejects(
+        dag(task("a", pool="db", pool_slots=3)),
+        "spec.tasks[0].pool_slots",
+        "pool 'db' has 2",
+        known_pools=pools,
+    )
+    rejects(
+        dag(task("a", pool_slots=200)),
+        "spec.tasks[0].pool_slots",
+        "'default_pool' has 128",
+        known_pools=pools,
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "where"),
+    [
+        ("retries", 2147483647, "retries"),
+        ("retries", 1001, "retries"),
+        ("priority_weight", 2**31 - 1, "priority_weight"),
+        ("priority_weight", -100_001, "priority_weight"),
+        ("max_active_instances", 2_000_000, "max_active_instances"),
+        ("pool_slots", 2_000_000, "pool_slots"),
+    ],
+)
+def test_numeric_task_options_are_bounded(field: str, value: int, where: str) -> None:
+    rejects(dag(task("a", **{field: value})), f"spec.tasks[0].{where}", "must be between")
+
+
+@pytest.mark.parametrize("field", ["max_active_runs", "max_active_tasks"])
+def test_numeric_dag_options_are_bounded(field: str) -> None:
+    options: dict[str, Any] = {field: 2**31 - 1}
+    rejects(dag(task("a"), **options), f"spec.{field}", "must be between")
+    options[field] = -1
+    rejects(dag(task("a"), **options), f"spec.{field}", "must not be negative")
+
+
+def test_durations_are_bounded() -> None:
+    from google.protobuf.duration_pb2 import Duration
+
+    rejects(dag(task("a"), dagrun_timeout=Duration(seconds=-5)), "spec.dagrun_timeout", "must be positive")
+    rejects(dag(task("a"), dagrun_timeout=Duration(seconds=0)), "spec.dagrun_timeout", "must be positive")
+    rejects(
+        dag(task("a", retry_delay=Duration(seconds=10**9))), "spec.tasks[0].retry_delay", "at most 366 days"
+    )
+    rejects(
+        dag(task("a", execution_timeout=Duration(seconds=40_000_000))),
+        "spec.tasks[0].execution_timeout",
+        "at most 366 days",
+    )
+    validate_spec(dag(task("a", retry_delay=Duration(seconds=3600)), dagrun_timeout=Duration(seconds=60)))
+
+
+def test_sizes_and_callbacks_are_bounded() -> None:
+    from google.protobuf.struct_pb2 import Struct
+
+    big = Struct()
+    big.update({"blob": "x" * 70_000})
+    rejects(dag(task("a", params=big)), "spec.tasks[0].params", "the limit is")
+    rejects(dag(task("a"), params=big), "spec.params", "the limit is")
+    rejects(dag(task("a", env={"X": "y" * 70_000})), "spec.tasks[0].env", "the limit is")
+    rejects(dag(task("a"), description="d" * 10_001), "spec.description", "longer than")
+    rejects(dag(task("a"), tags=[""]), "spec.tags[0]", "1 to 100")
+    bad_hook = pb.Callback(webhook_url="ftp://example.invalid/x")
+    rejects(dag(task("a", on_failure=[bad_hook])), "spec.tasks[0].on_failure[0].webhook_url", "http")
+    rejects(dag(task("a", on_success=[pb.Callback()])), "spec.tasks[0].on_success[0]", "needs a target")
 
 
 def test_bad_pool_id() -> None:
