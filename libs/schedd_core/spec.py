@@ -25,7 +25,8 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,249}")
 
 MAX_TASKS = 10_000
 MAX_DEPTH = 1_000
-MAX_SPEC_BYTES = 4 * 1024 * 1024
+#: A DAG must fit, with room to spare, in the 4 MiB a default gRPC client accepts in one response.
+MAX_SPEC_BYTES = 3 * 1024 * 1024
 MAX_COMMAND_BYTES = 64 * 1024
 #: Bounds of the numeric options: no value a pass computes from them can overflow a column.
 MAX_RETRIES = 1_000

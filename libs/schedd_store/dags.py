@@ -11,18 +11,31 @@ from schedd_core.errors import NotFound
 from schedd_core.spec import canonical, version_hash
 from schedd_store import statements as sql
 from schedd_store.records import DagRecord, parse_spec
+from schedd_store.requests import RequestKey, claim_request, record_resource
+
+REGISTER_DAG = "RegisterDag"
 
 
-async def register_dag(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[DagRecord, bool]:
+async def register_dag(
+    engine: AsyncEngine, spec: pb.DagSpec, request: RequestKey | None = None
+) -> tuple[DagRecord, bool]:
     """Store ``spec`` (already validated) as the DAG's latest version.
 
     Returns the DAG and whether a new version was created; an identical spec
     (same canonical hash) creates none. Concurrent registrations of one DAG are
-    serialised by a row lock on the DAG.
+    serialised by a row lock on the DAG. With ``request``, a retry changes nothing
+    and the same request id with another spec is refused (AlreadyExists).
     """
     spec = canonical(spec)
     vhash = version_hash(spec)
     async with engine.begin() as conn:
+        if request is not None:
+            if await claim_request(conn, REGISTER_DAG, request.request_id, request.body_hash) is not None:
+                row = (await conn.execute(sql.GET_DAG, {"dag_id": spec.dag_id})).one()
+                return _dag(row._mapping), False
+            await record_resource(
+                conn, REGISTER_DAG, request.request_id, f"dags/{spec.dag_id}/versions/{vhash}"
+            )
         await conn.execute(sql.ENSURE_DAG, {"dag_id": spec.dag_id})
         await conn.execute(sql.LOCK_DAG, {"dag_id": spec.dag_id})
         params = {"dag_id": spec.dag_id, "version_hash": vhash}

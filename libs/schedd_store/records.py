@@ -52,6 +52,8 @@ class RunRecord:
     ended_at: datetime | None
     version_hash: str
     task_instances: list[TaskInstanceRecord] = field(default_factory=list)
+    #: Why the scheduler failed the run, when it could not plan it.
+    error: str | None = None
 
 
 def parse_spec(data: bytes) -> pb.DagSpec:

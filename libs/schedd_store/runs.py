@@ -6,12 +6,19 @@ import json
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_core.errors import AlreadyExists, NotFound
-from schedd_store import channels
+from schedd_core.errors import AlreadyExists, NotFound, quote
 from schedd_store import statements as sql
 from schedd_store.records import RunRecord, TaskInstanceRecord
+from schedd_store.requests import RequestKey, claim_request, constraint_error, record_resource
+
+CREATE_RUN = "CreateRun"
+
+
+def run_name(dag_id: str, run_id: str) -> str:
+    return f"dags/{dag_id}/runs/{run_id}"
 
 
 async def create_run(
@@ -22,46 +29,49 @@ async def create_run(
     run_type: str,
     logical_date: datetime,
     conf: dict[str, Any],
-    request_id: str | None,
+    request: RequestKey | None = None,
 ) -> RunRecord:
     """Insert a queued run pinned to the DAG's latest version and wake the scheduler.
 
-    A retry with the same ``request_id`` returns the run the first call created.
-    Raises NotFound for an unknown DAG and AlreadyExists for a taken ``run_id``.
+    With ``request`` (a request id and a hash of the request's body), a retry returns the run the
+    first call created, and the same request id with another body is refused (AlreadyExists).
+    Raises NotFound for an unknown DAG and AlreadyExists for a taken run id or logical date.
     """
-    async with engine.begin() as conn:
-        pk = (
-            await conn.execute(
-                sql.INSERT_RUN,
-                {
+    try:
+        async with engine.begin() as conn:
+            earlier = None
+            if request is not None:
+                earlier = await claim_request(conn, CREATE_RUN, request.request_id, request.body_hash)
+            if earlier is not None:
+                run_id = earlier.rsplit("/", 1)[1]
+            else:
+                params = {
                     "dag_id": dag_id,
                     "run_id": run_id,
                     "run_type": run_type,
                     "logical_date": logical_date,
                     "conf": json.dumps(conf),
-                    "request_id": request_id,
-                },
-            )
-        ).scalar()
-        if pk is not None:
-            await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(pk)})
-    if pk is None:
-        if request_id:
-            async with engine.connect() as conn:
-                existing = (
-                    await conn.execute(sql.FIND_RUN_BY_REQUEST, {"dag_id": dag_id, "request_id": request_id})
-                ).scalar()
-            if existing is not None:
-                return await get_run(engine, dag_id, existing)
-        await _ensure_dag_exists(engine, dag_id)
-        raise AlreadyExists(f"run {run_id!r} of dag {dag_id!r} exists already")
+                }
+                if (await conn.execute(sql.INSERT_RUN, params)).first() is None:
+                    raise NotFound(f"dag {quote(dag_id)} not found")
+                if request is not None:
+                    await record_resource(conn, CREATE_RUN, request.request_id, run_name(dag_id, run_id))
+    except IntegrityError as exc:
+        error = constraint_error(
+            exc,
+            {
+                "dag_runs_dag_run_id_key": AlreadyExists(
+                    f"run {quote(run_id)} of dag {quote(dag_id)} exists already"
+                ),
+                "dag_runs_dag_logical_date_key": AlreadyExists(
+                    f"dag {quote(dag_id)} has a run for logical date {logical_date.isoformat()} already"
+                ),
+            },
+        )
+        if error is None:
+            raise
+        raise error from None
     return await get_run(engine, dag_id, run_id)
-
-
-async def _ensure_dag_exists(engine: AsyncEngine, dag_id: str) -> None:
-    async with engine.connect() as conn:
-        if (await conn.execute(sql.GET_DAG, {"dag_id": dag_id})).first() is None:
-            raise NotFound(f"dag {dag_id!r} not found")
 
 
 async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
@@ -94,6 +104,7 @@ def _run(m: Any, tis: list[TaskInstanceRecord]) -> RunRecord:
         ended_at=m["ended_at"],
         version_hash=m["version_hash"],
         task_instances=tis,
+        error=m["error"],
     )
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from schedd_core.admission import Candidate, Capacity, admit
+from schedd_core.admission import Candidate
 from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
 from schedd_core.planner import RunPlan, TaskSnapshot
@@ -26,10 +26,8 @@ from schedd_core.retry import retry_delay
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
 from schedd_store import channels
 from schedd_store import statements as sql
+from schedd_store.admission import admit_ready
 from schedd_store.fence import FencedConnection
-
-#: Waiting task instances read per page when admitting from a pool.
-WAITING_PAGE = 500
 
 
 @dataclass
@@ -165,7 +163,7 @@ async def apply_plans(
 
     # Every pass admits, even with nothing newly ready: the runs it evaluates may have freed pool slots
     # or limits that task instances of other runs wait for.
-    admitted = await _admit(conn, ready, graphs_by_dag, graph_of, load_graphs)
+    admitted = await admit_ready(conn, [r.candidate for r in ready], graphs_by_dag, graph_of, load_graphs)
     admitted_keys = {c.ti_id for c in admitted}
 
     creates: dict[str, list[object]] = {
@@ -330,103 +328,6 @@ async def apply_plans(
     return outcome
 
 
-async def _admit(
-    conn: FencedConnection,
-    ready: list[_Ready],
-    graphs_by_dag: dict[str, DagGraph],
-    graph_of: Callable[[int], DagGraph] | None,
-    load_graphs: Callable[[FencedConnection, set[int]], Any] | None,
-) -> list[Candidate]:
-    """Decide which ready task instances queue now. Task instances already waiting in the same pools
-    (from any run) compete in the same order, so the oldest and most important go first."""
-    pools = sorted({r.candidate.pool for r in ready})
-    rows = (await conn.execute(sql.POOL_CAPACITY, {"pools": pools})).all()
-    capacity = Capacity(
-        pool_slots={r.name: int(r.slots) for r in rows}, pool_used={r.name: int(r.used) for r in rows}
-    )
-    candidates = [r.candidate for r in ready]
-    seen = {c.ti_id for c in candidates}
-    waiting_version: dict[int, int] = {}
-    for row in rows:
-        free = int(row.slots) - int(row.used)
-        if not row.waiting or free <= 0:
-            continue
-        # Read waiting task instances in admission order until they could fill the free slots several
-        # times over (some may be held back by DAG or task limits), page by page.
-        after: tuple[int, datetime, int] = (-(2**31), datetime(1, 1, 1, tzinfo=UTC), -1)
-        slots_seen = 0
-        # Pages sized to the free slots: a full pool with a long queue costs a few rows per pass.
-        page_size = min(WAITING_PAGE, max(4 * free, 32))
-        while True:
-            page = (
-                await conn.execute(
-                    sql.WAITING_IN_POOL,
-                    {
-                        "pool": row.name,
-                        "limit": page_size,
-                        "after_priority": after[0],
-                        "after_date": after[1],
-                        "after_id": after[2],
-                    },
-                )
-            ).all()
-            for w in page:
-                slots_seen += w.pool_slots
-                if w.id not in seen:
-                    seen.add(w.id)
-                    waiting_version[w.id] = w.dag_version_id
-                    candidates.append(
-                        Candidate(
-                            ti_id=w.id,
-                            dag_id=w.dag_id,
-                            task_id=w.task_id,
-                            pool=w.pool,
-                            pool_slots=w.pool_slots,
-                            priority=w.priority_weight,
-                            logical_date=w.logical_date,
-                        )
-                    )
-            if len(page) < page_size or slots_seen >= 4 * free:
-                break
-            last = page[-1]
-            after = (-last.priority_weight, last.logical_date, last.id)
-    waiting_versions = set(waiting_version.values())
-    if waiting_versions and load_graphs is not None:
-        await load_graphs(conn, waiting_versions)
-    dag_limits: dict[str, int] = {}
-    task_limits: dict[tuple[str, str], int] = {}
-    for c in candidates:
-        graph = graphs_by_dag.get(c.dag_id)
-        if graph is None and graph_of is not None and c.ti_id in waiting_version:
-            graph = graph_of(waiting_version[c.ti_id])
-        if graph is None:
-            continue
-        if graph.max_active_tasks:
-            dag_limits[c.dag_id] = graph.max_active_tasks
-        node = graph.nodes.get(c.task_id)
-        if node is not None and node.max_active_instances:
-            task_limits[(c.dag_id, c.task_id)] = node.max_active_instances
-    if dag_limits:
-        active = {
-            r.dag_id: int(r.active)
-            for r in (await conn.execute(sql.ACTIVE_TASKS_OF_DAGS, {"dag_ids": sorted(dag_limits)})).all()
-        }
-        capacity.dag_tasks = {d: (limit, active.get(d, 0)) for d, limit in dag_limits.items()}
-    if task_limits:
-        rows2 = (
-            await conn.execute(
-                sql.ACTIVE_INSTANCES_OF_TASKS,
-                {
-                    "dag_ids": sorted({d for d, _ in task_limits}),
-                    "task_ids": sorted({t for _, t in task_limits}),
-                },
-            )
-        ).all()
-        active2 = {(r.dag_id, r.task_id): int(r.active) for r in rows2}
-        capacity.task_instances = {k: (limit, active2.get(k, 0)) for k, limit in task_limits.items()}
-    return admit(candidates, capacity)
-
-
 def _expect(action: str, ids: list[int], rows: Sequence[object]) -> None:
     if len(rows) != len(ids):
         moved = {r.id for r in rows}  # type: ignore[attr-defined]
@@ -434,64 +335,11 @@ def _expect(action: str, ids: list[int], rows: Sequence[object]) -> None:
         raise IllegalTransition(f"cannot {action} task instances {missing[:10]}: their state changed")
 
 
-@dataclass(frozen=True)
-class FailedOver:
-    ti_id: int
-    run_pk: int
-    state: str
-    queue: str
-    reason: str
-
-
-async def fail_over_lost_attempts(
-    conn: FencedConnection,
-    token: int,
-    *,
-    leased_workers: Sequence[str] | None,
-    fallback_limit: float,
-    max_lost: int,
-) -> list[FailedOver]:
-    """Fail over running attempts that are lost: reported lost by their worker's registry, or whose
-    worker was not heard for longer than its registry allowed it to run unheard (its silence limit
-    while it holds an etcd lease, its shorter fence window without one; ``leased_workers`` are the
-    ids that hold one now; None when that is not known, which counts as held). Each is queued again
-    with a new attempt (or failed after ``max_lost`` losses). Wakes the registries for the queued
-    ones."""
-    rows = (
-        await conn.execute(
-            sql.FAIL_OVER_LOST_ATTEMPTS,
-            {
-                "leased": None if leased_workers is None else list(leased_workers),
-                "fallback_limit": fallback_limit,
-                "max_lost": max_lost,
-                "token": token,
-            },
-        )
-    ).all()
-    result = [
-        FailedOver(ti_id=r.id, run_pk=r.run_pk, state=r.state, queue=r.queue, reason=r.reason) for r in rows
-    ]
-    if result:
-        queues = sorted({f.queue for f in result if f.state == TaskState.QUEUED})
-        queued = sum(1 for f in result if f.state == TaskState.QUEUED)
-        runs = len({f.run_pk for f in result})
-        await conn.execute(
-            sql.RECORD_PASS, {"token": token, "runs": runs, "queued": queued, "queues": queues}
-        )
-    return result
-
-
-async def seconds_until_attempt_lost(
-    conn: AsyncConnection, *, leased_workers: Sequence[str] | None, fallback_limit: float
-) -> float | None:
-    """Seconds until the first running attempt can be lost (0 or less: now); None if none runs."""
-    value = (
-        await conn.execute(
-            sql.SECONDS_UNTIL_ATTEMPT_LOST,
-            {
-                "leased": None if leased_workers is None else list(leased_workers),
-                "fallback_limit": fallback_limit,
-            },
-        )
-    ).scalar()
-    return None if value is None else float(value)
+async def quarantine_run(conn: FencedConnection, token: int, run_pk: int, error: str) -> bool:
+    """Fail a run that cannot be planned, saying why; returns whether it was still unfinished."""
+    row = (
+        await conn.execute(sql.QUARANTINE_RUN, {"run_pk": run_pk, "error": error[:4000], "token": token})
+    ).first()
+    if row is not None:
+        await conn.execute(sql.RECORD_PASS, {"token": token, "runs": 1, "queued": 0, "queues": []})
+    return row is not None

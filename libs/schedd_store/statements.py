@@ -130,20 +130,37 @@ GET_VERSION_SPECS = _sql("SELECT id, spec FROM dag_versions WHERE id = ANY(:ids)
 
 # --- runs ------------------------------------------------------------------------------------------
 
-#: Creates a run pinned to the DAG's latest version. Zero rows: a run with that run_id or
-#: request_id exists (see FIND_RUN_BY_REQUEST), or the DAG does not exist.
+#: Creates a run pinned to the DAG's latest version and wakes the scheduler. Zero rows: the DAG does not
+#: exist. A taken run id or (for scheduled and backfill runs) logical date violates a unique constraint
+#: (dag_runs_dag_run_id_key, dag_runs_dag_logical_date_key), mapped to a domain error by the caller.
 INSERT_RUN = _sql(
-    "INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date, conf, request_id) "
-    "SELECT d.dag_id, :run_id, d.latest_version_id, :run_type, 'queued', :logical_date, "
-    "CAST(:conf AS jsonb), :request_id FROM dags d WHERE d.dag_id = :dag_id "
-    "ON CONFLICT DO NOTHING RETURNING id"
+    "WITH run AS ("
+    "  INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date, conf) "
+    "  SELECT d.dag_id, :run_id, d.latest_version_id, :run_type, 'queued', :logical_date, "
+    "  CAST(:conf AS jsonb) FROM dags d WHERE d.dag_id = :dag_id RETURNING id"
+    f") SELECT id, pg_notify('{channels.RUNS}', id::text) FROM run"
 )
 
-FIND_RUN_BY_REQUEST = _sql("SELECT run_id FROM dag_runs WHERE dag_id = :dag_id AND request_id = :request_id")
+# --- idempotent requests ---------------------------------------------------------------------------
+
+#: Records a request id; zero rows: it was recorded before (see FIND_REQUEST). A concurrent insert of
+#: the same key waits for the other transaction.
+CLAIM_REQUEST = _sql(
+    "INSERT INTO request_log (method, request_id, body_hash, resource) "
+    "VALUES (:method, :request_id, :body_hash, '') ON CONFLICT (method, request_id) DO NOTHING RETURNING 1"
+)
+
+FIND_REQUEST = _sql(
+    "SELECT body_hash, resource FROM request_log WHERE method = :method AND request_id = :request_id"
+)
+
+RECORD_REQUEST_RESOURCE = _sql(
+    "UPDATE request_log SET resource = :resource WHERE method = :method AND request_id = :request_id"
+)
 
 _RUN_COLUMNS = (
     "r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at, "
-    "r.started_at, r.ended_at, v.version_hash"
+    "r.started_at, r.ended_at, r.error, v.version_hash"
 )
 
 GET_RUN = _sql(
@@ -351,6 +368,20 @@ FAIL_RUNNING_TASK_INSTANCES = _guarded(
     "SELECT id, (SELECT count(*) FROM events) AS events FROM failed",
     ti=({T.RUNNING}, {T.FAILED}),
     attempt=({A.RUNNING}, {A.FAILED}),
+)
+
+#: Fails a run the leader cannot plan (its pass raised on it alone), with the reason, and skips what
+#: has not run: the one bad run ends instead of stalling every other. Running attempts finish.
+QUARANTINE_RUN = _guarded(
+    "WITH run AS ("
+    "  UPDATE dag_runs SET state = 'failed', ended_at = now(), error = :error, fence_token = :token "
+    "  WHERE id = :run_pk AND state = ANY(:run_sources) RETURNING id"
+    "), skipped AS ("
+    "  UPDATE task_instances SET state = 'skipped', ended_at = now(), fence_token = :token "
+    "  WHERE run_pk IN (SELECT id FROM run) AND state = ANY(:ti_sources) RETURNING id"
+    ") SELECT id, (SELECT count(*) FROM skipped) AS skipped FROM run",
+    run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
+    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}, {T.SKIPPED}),
 )
 
 START_RUNS = _guarded(

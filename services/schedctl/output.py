@@ -69,6 +69,7 @@ def run_table(run: pb.DagRun) -> Table:
         "STARTED",
         "ENDED",
         title=f"{run.name}  {styled(state)}  (version {run.dag_version})",
+        caption=f"error: {run.error}" if run.error else None,
     )
     for t in run.task_instances:
         table.add_row(

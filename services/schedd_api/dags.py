@@ -8,9 +8,12 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.spec import validate_spec
 from schedd_store import dags, pools
 from schedd_store.records import DagRecord
+from schedd_store.requests import RequestKey
 
 
-async def register(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[DagRecord, bool]:
+async def register(
+    engine: AsyncEngine, spec: pb.DagSpec, request: RequestKey | None = None
+) -> tuple[DagRecord, bool]:
     """Validate ``spec`` (raising InvalidArgument naming the field) and store it as the latest version."""
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
-    return await dags.register_dag(engine, spec)
+    return await dags.register_dag(engine, spec, request)

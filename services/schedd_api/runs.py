@@ -8,10 +8,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.clock import Clock
-from schedd_core.spec import check_id
+from schedd_core.errors import InvalidArgument
+from schedd_core.spec import MAX_PARAMS_BYTES, check_id
 from schedd_core.states import RunType
 from schedd_store import runs
 from schedd_store.records import RunRecord
+from schedd_store.requests import RequestKey
 
 
 async def trigger(
@@ -22,9 +24,13 @@ async def trigger(
     run_id: str,
     logical_date: datetime | None,
     conf: dict[str, Any],
-    request_id: str,
+    conf_bytes: int,
+    request: RequestKey | None,
 ) -> RunRecord:
-    """Create a manual run. ``run_id`` defaults to ``manual__<logical date, ISO 8601>``."""
+    """Create a manual run. ``run_id`` defaults to ``manual__<logical date, ISO 8601>``; ``conf`` may
+    take at most as many bytes (``conf_bytes``, serialized) as a task's params."""
+    if conf_bytes > MAX_PARAMS_BYTES:
+        raise InvalidArgument("conf", f"is {conf_bytes} bytes; the limit is {MAX_PARAMS_BYTES}")
     when = logical_date or clock.now()
     if run_id:
         check_id("run_id", run_id)
@@ -37,5 +43,5 @@ async def trigger(
         run_type=RunType.MANUAL,
         logical_date=when,
         conf=conf,
-        request_id=request_id or None,
+        request=request,
     )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import grpc
+from google.protobuf.message import Message
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, api_pb2_grpc
@@ -14,6 +18,7 @@ from schedd_core.errors import InvalidArgument
 from schedd_core.states import TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
+from schedd_rpc.request_keys import request_key
 from schedd_store import control
 from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
@@ -26,10 +31,32 @@ MAX_PAGE_SIZE = 1000
 MAX_LOG_BYTES = 1024 * 1024
 
 
+#: A page of a list ends early once its items take this many bytes: every response fits in the 4 MiB
+#: a default gRPC client accepts.
+MAX_PAGE_BYTES = 3 * 1024 * 1024
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Message)
+
+
 def page_size(value: int) -> int:
     if value < 0:
         raise InvalidArgument("page_size", "must not be negative")
     return min(value or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+def page(records: list[T], limit: int, translate_one: Callable[[T], M]) -> tuple[list[M], bool]:
+    """The messages of one page (at most ``limit`` of ``records``, ``limit + 1`` of which were read, and
+    at most ``MAX_PAGE_BYTES``), and whether more remain after the last one shown."""
+    items: list[M] = []
+    size = 0
+    for record in records[:limit]:
+        item = translate_one(record)
+        size += item.ByteSize()
+        if items and size > MAX_PAGE_BYTES:
+            return items, True
+        items.append(item)
+    return items, len(records) > limit
 
 
 class DagServicer(api_pb2_grpc.DagServiceServicer):
@@ -39,7 +66,7 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
     async def RegisterDag(
         self, request: api_pb2.RegisterDagRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.RegisterDagResponse:
-        record, created = await dags.register(self._engine, request.spec)
+        record, created = await dags.register(self._engine, request.spec, request_key(request))
         return api_pb2.RegisterDagResponse(
             dag=translate.dag(record), version=translate.dag_version(record), created_version=created
         )
@@ -62,10 +89,9 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
     ) -> api_pb2.ListDagsResponse:
         limit = page_size(request.page_size)
         records = await dag_store.list_dags(self._engine, after=request.page_token, limit=limit + 1)
-        token = records[limit - 1].dag_id if len(records) > limit else ""
-        return api_pb2.ListDagsResponse(
-            dags=[translate.dag(r) for r in records[:limit]], next_page_token=token
-        )
+        items, more = page(records, limit, translate.dag)
+        token = records[len(items) - 1].dag_id if more else ""
+        return api_pb2.ListDagsResponse(dags=items, next_page_token=token)
 
 
 class RunServicer(api_pb2_grpc.RunServiceServicer):
@@ -85,7 +111,8 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
             run_id=request.run_id,
             logical_date=convert.from_ts(request.logical_date) if request.HasField("logical_date") else None,
             conf=convert.from_struct(request.conf),
-            request_id=request.request_id,
+            conf_bytes=request.conf.ByteSize(),
+            request=request_key(request),
         )
         return translate.run(record)
 
@@ -170,10 +197,9 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         except ValueError:
             raise InvalidArgument("page_token", "is not a token this server issued") from None
         records = await run_store.list_runs(self._engine, dag_id=dag_id, before=before, limit=limit + 1)
-        token = str(records[limit - 1].pk) if len(records) > limit else ""
-        return api_pb2.ListRunsResponse(
-            runs=[translate.run(r) for r in records[:limit]], next_page_token=token
-        )
+        items, more = page(records, limit, translate.run)
+        token = str(records[len(items) - 1].pk) if more else ""
+        return api_pb2.ListRunsResponse(runs=items, next_page_token=token)
 
 
 class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):

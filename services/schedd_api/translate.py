@@ -48,6 +48,7 @@ def run(record: RunRecord) -> pb.DagRun:
         dag_version=record.version_hash,
         conf=convert.struct(record.conf),
         task_instances=[task_instance(record, t) for t in record.task_instances],
+        error=record.error or "",
     )
 
 

@@ -9,6 +9,11 @@ goes round again without waiting.
 
 Lost notifications are harmless: the next credit or notification finds the
 work, and each (re)connect of the listener triggers a round.
+
+Every message stays within what the worker accepts: a worker's share of a claim goes
+out in messages of at most ``BATCH_BYTES``, and an assignment larger than
+``MAX_ASSIGNMENT_BYTES`` (its inputs, the results of its upstream tasks, are too big to
+carry) is not sent but failed, with the reason, like any failed attempt.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -24,8 +30,15 @@ from schedd.v1 import worker_pb2
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_faults import FaultPoints
 from schedd_registry.sessions import WorkerSession
+from schedd_store import dispatch
+from schedd_store.dispatch import AttemptResult
 
 log = logging.getLogger(__name__)
+
+#: Most bytes of assignments in one message to a worker.
+BATCH_BYTES = 2 * 1024 * 1024
+#: Largest assignment sent; workers accept messages up to twice that.
+MAX_ASSIGNMENT_BYTES = 8 * 1024 * 1024
 
 
 class Dispatcher:
@@ -110,19 +123,62 @@ class Dispatcher:
             if self._on_assigned is not None:
                 self._on_assigned(len(claimed))
             per_worker: dict[str, list[worker_pb2.Assignment]] = {}
+            too_big: list[worker_pb2.Assignment] = []
             for worker_id, assignment in claimed:
-                per_worker.setdefault(worker_id, []).append(assignment)
+                if assignment.ByteSize() > MAX_ASSIGNMENT_BYTES:
+                    too_big.append(assignment)
+                else:
+                    per_worker.setdefault(worker_id, []).append(assignment)
             for session in members:
                 batch = per_worker.get(session.worker_id)
                 if batch:
                     session.credits -= len(batch)
-                    session.send(
-                        worker_pb2.RegistryMessage(assignments=worker_pb2.AssignmentBatch(assignments=batch))
-                    )
+                    for part in split_by_size(batch, BATCH_BYTES):
+                        session.send(
+                            worker_pb2.RegistryMessage(
+                                assignments=worker_pb2.AssignmentBatch(assignments=part)
+                            )
+                        )
                     session.sent_assignments([a.attempt for a in batch])
+            if too_big:
+                await self._fail_undeliverable(too_big)
             if len(claimed) == len(slots):
                 more = True
         return more
+
+    async def _fail_undeliverable(self, assignments: list[worker_pb2.Assignment]) -> None:
+        now = datetime.now(UTC)
+        results = [
+            AttemptResult(
+                ti_id=a.attempt.task_instance_id,
+                attempt_id=a.attempt.attempt_id,
+                try_number=a.attempt.try_number,
+                succeeded=False,
+                exit_code=-1,
+                error=f"the assignment is {a.ByteSize()} bytes (its upstream results, conf and params); "
+                f"at most {MAX_ASSIGNMENT_BYTES} can be delivered to a worker",
+                ended_at=now,
+            )
+            for a in assignments
+        ]
+        log.warning("failing %d attempts whose assignments are too large to deliver", len(results))
+        await dispatch.apply_results(self._engine, results)
+
+
+def split_by_size(
+    assignments: list[worker_pb2.Assignment], max_bytes: int
+) -> list[list[worker_pb2.Assignment]]:
+    """Consecutive groups of ``assignments``, each at most ``max_bytes`` (or a single assignment)."""
+    parts: list[list[worker_pb2.Assignment]] = [[]]
+    size = 0
+    for assignment in assignments:
+        item = assignment.ByteSize()
+        if parts[-1] and size + item > max_bytes:
+            parts.append([])
+            size = 0
+        parts[-1].append(assignment)
+        size += item
+    return parts
 
 
 def _interleave(credits: dict[str, int]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
@@ -39,6 +40,10 @@ _ACK_CODE = {
 }
 
 MAX_ERROR_CHARS = 4000
+#: Largest value (JSON) a task may return; the same limit as a Python task's in the worker.
+MAX_RESULT_BYTES = 64 * 1024
+#: Largest chunk of output stored; the worker sends at most 64 KiB at a time.
+MAX_LOG_CHUNK_BYTES = 256 * 1024
 #: Longest pause between two tries of writing a result.
 MAX_RETRY_DELAY = 2.0
 
@@ -184,7 +189,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 self._dispatcher.grant(session, message.credit.slots)
             elif kind == "result":
                 spawn(self._report(message.result, session))
-            elif kind == "log":
+            elif kind == "log" and len(message.log.data) <= MAX_LOG_CHUNK_BYTES:
                 chunk = message.log
                 spawn(
                     self._store_log(
@@ -246,6 +251,12 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             )
 
     async def _report(self, result: worker_pb2.TaskResult, session: WorkerSession) -> None:
+        problem = _result_problem(result.result_json)
+        if problem:
+            result.result_json = ""  # never stored: it would fail the whole batch of results
+            if result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED:
+                result.outcome = worker_pb2.TASK_OUTCOME_FAILED
+                result.error = problem
         item = AttemptResult(
             ti_id=result.attempt.task_instance_id,
             attempt_id=result.attempt.attempt_id,
@@ -276,6 +287,27 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 ack=worker_pb2.ReportAck(attempt=result.attempt, code=code.value[0], message=message)
             )
         )
+
+
+def _result_problem(result_json: str) -> str:
+    """Why a task's result cannot be stored, or "" when it can (PostgreSQL's jsonb has no NaN, no
+    infinity and no NUL character)."""
+    if not result_json:
+        return ""
+    size = len(result_json.encode())
+    if size > MAX_RESULT_BYTES:
+        return f"the task returned {size} bytes of JSON; the limit is {MAX_RESULT_BYTES}"
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not a JSON value")
+
+    try:
+        json.loads(result_json, parse_constant=refuse)
+    except ValueError as exc:
+        return f"the task's result is not valid JSON: {exc}"
+    if "\\u0000" in result_json:
+        return "the task's result contains a NUL character, which cannot be stored"
+    return ""
 
 
 def _ref(a: worker_pb2.AttemptRef) -> AttemptRef:

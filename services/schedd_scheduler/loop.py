@@ -14,6 +14,13 @@ on its own, and a term that ends midway has still made progress.
 If the fence has moved on (a newer term), :class:`FencedOut` ends the loop, and if
 the lease ran out before a commit, :class:`LeaseExpired` does; nothing of that
 pass lands.
+
+One bad run never stalls the rest: a pass that fails for any other reason (a stored
+spec that cannot be read, a statement that times out, a bug a run's data triggers)
+is split in halves that are evaluated on their own, until the failing run is alone;
+a run that fails alone ``MAX_STRIKES`` times is failed with the reason
+(``dag_runs.error``) and the others go on. A broken connection, a deadlock or a
+serialization failure is not the run's fault: those runs are simply evaluated again.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_core.errors import IllegalTransition
+from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.planner import plan_run, plan_timeout
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
@@ -35,6 +42,11 @@ from schedd_store.fence import Fence, FencedConnection
 from schedd_store.versions import VersionCache
 
 log = logging.getLogger(__name__)
+
+#: Failed passes of a run on its own after which the run is failed with the reason.
+MAX_STRIKES = 3
+#: SQLSTATEs after which a pass is simply tried again (deadlock, serialization failure).
+_RETRY_SQLSTATES = frozenset({"40P01", "40001"})
 
 
 class SchedulingLoop:
@@ -60,6 +72,7 @@ class SchedulingLoop:
         #: Set once the first pass of the term (a full scan) has committed.
         self.first_pass_done = asyncio.Event()
         self._retry_delay = 0.05
+        self._strikes: dict[int, int] = {}
         self.passes = 0
         #: Called after a pass that set a retry time or started a run with a timeout.
         self.on_deadlines_changed: Callable[[], None] | None = None
@@ -90,9 +103,43 @@ class SchedulingLoop:
     async def evaluate(self, run_pks: list[int]) -> int:
         """One fenced pass over ``run_pks``. Returns the number of task instances queued.
 
-        Raises FencedOut (and writes nothing) when a newer term has raised the fence. An empty
-        ``run_pks`` still checks the fence, so a term's first pass proves it may write.
+        Raises FencedOut or LeaseExpired (and writes nothing) when the term is over. An empty
+        ``run_pks`` still checks the fence, so a term's first pass proves it may write. A pass
+        that fails on the runs' data is split until the failing run is isolated (see above).
         """
+        try:
+            return await self._evaluate(run_pks)
+        except (FencedOut, LeaseExpired):
+            raise
+        except Exception as exc:
+            if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _RETRY_SQLSTATES:
+                log.info("pass rolled back (%s), re-evaluating", exc.orig)
+                self._pending.add(run_pks)
+                return 0
+            return await self._isolate(run_pks, exc)
+
+    async def _isolate(self, run_pks: list[int], error: Exception) -> int:
+        if len(run_pks) > 1:
+            log.warning("a pass over %d runs failed (%s); evaluating them in halves", len(run_pks), error)
+            half = len(run_pks) // 2
+            return await self.evaluate(run_pks[:half]) + await self.evaluate(run_pks[half:])
+        if not run_pks:
+            raise error
+        (pk,) = run_pks
+        strikes = self._strikes[pk] = self._strikes.get(pk, 0) + 1
+        if strikes < MAX_STRIKES:
+            log.warning("the pass over run %d failed (%d of %d): %s", pk, strikes, MAX_STRIKES, error)
+            self._pending.add([pk])
+            return 0
+        reason = f"the scheduler could not plan this run: {type(error).__name__}: {error}"
+        async with self._fence.transaction() as conn:
+            failed = await scheduling.quarantine_run(conn, self._fence.token, pk, reason)
+        self._strikes.pop(pk, None)
+        if failed:
+            log.error("run %d failed: %s", pk, reason)
+        return 0
+
+    async def _evaluate(self, run_pks: list[int]) -> int:
         started = time.perf_counter()
         try:
             async with self._fence.transaction() as conn:
@@ -114,6 +161,8 @@ class SchedulingLoop:
             self._retry_delay = min(self._retry_delay * 2, 2.0)
             return 0
         self._retry_delay = 0.05
+        for pk in run_pks:
+            self._strikes.pop(pk, None)
         self._pending.add(wake)
         self._pending.add(deferred)
         if outcome.deadlines_changed and self.on_deadlines_changed is not None:

@@ -30,7 +30,7 @@ from schedd_coord.errors import CoordinationError
 from schedd_coord.members import leased_workers
 from schedd_core.states import TaskState
 from schedd_scheduler.pending import PendingRuns
-from schedd_store import scheduling
+from schedd_store import lost
 from schedd_store.fence import Fence
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class LostAttemptSweeper:
         while True:
             leased = await self._leased()
             async with self._engine.connect() as conn:
-                due = await scheduling.seconds_until_attempt_lost(
+                due = await lost.seconds_until_attempt_lost(
                     conn, leased_workers=leased, fallback_limit=self._fallback_limit
                 )
             delay = self._fallback_limit if due is None else min(max(due, 0.0) + 0.01, self._fallback_limit)
@@ -75,7 +75,7 @@ class LostAttemptSweeper:
     async def sweep(self) -> int:
         leased = await self._leased()
         async with self._fence.transaction() as conn:
-            moved = await scheduling.fail_over_lost_attempts(
+            moved = await lost.fail_over_lost_attempts(
                 conn,
                 self._fence.token,
                 leased_workers=leased,

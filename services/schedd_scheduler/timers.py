@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import statements as sql
-from schedd_store.versions import VersionCache
+from schedd_store.versions import UnreadableVersion, VersionCache
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,10 @@ class DeadlineTimer:
             running = (await conn.execute(sql.RUNNING_RUN_AGES)).all()
             await self._versions.load(conn, {r.dag_version_id for r in running})
         for run in running:
-            timeout = self._versions.graph(run.dag_version_id).run_timeout
+            try:
+                timeout = self._versions.graph(run.dag_version_id).run_timeout
+            except UnreadableVersion:
+                continue  # the scheduling pass isolates (and fails) that run
             if timeout:
                 remaining = timeout - float(run.age)
                 if remaining <= 0:

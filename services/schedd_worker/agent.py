@@ -44,6 +44,8 @@ _OUTCOME = {True: worker_pb2.TASK_OUTCOME_SUCCEEDED, False: worker_pb2.TASK_OUTC
 #: Seconds to wait for the registry to acknowledge the last results before exiting.
 FINAL_ACK_WAIT = 10.0
 _CHANNEL_OPTIONS = [
+    # Registries send at most 8 MiB in one assignment (schedd_registry.dispatcher).
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 2000),
     ("grpc.keepalive_timeout_ms", 2000),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -297,7 +299,7 @@ class WorkerAgent:
         self._send(
             worker_pb2.WorkerMessage(
                 log=worker_pb2.LogChunk(
-                    attempt=assignment.attempt, offset=offset, data=data.decode(errors="replace")
+                    attempt=assignment.attempt, offset=offset, data=_text(data.decode(errors="replace"))
                 )
             )
         )
@@ -309,7 +311,7 @@ class WorkerAgent:
             attempt=attempt,
             outcome=worker_pb2.TASK_OUTCOME_ABANDONED if outcome.abandoned else _OUTCOME[outcome.succeeded],
             exit_code=outcome.exit_code,
-            error=outcome.error,
+            error=_text(outcome.error),
             start_time=convert.ts(outcome.started_at),
             end_time=convert.ts(outcome.ended_at),
             result_json=outcome.result_json,
@@ -319,6 +321,11 @@ class WorkerAgent:
         self.completed += 1
         if not self.draining:
             self._send(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=1)))
+
+
+def _text(value: str) -> str:
+    """A task's output or error as text a registry accepts: NUL characters replaced."""
+    return value.replace("\x00", "\ufffd")
 
 
 def _abandoned(reason: str) -> Outcome:

@@ -35,7 +35,6 @@ async def registered_run(engine: AsyncEngine, dag: pb.DagSpec, run_id: str = "r1
         run_type="manual",
         logical_date=datetime.now(UTC),
         conf={},
-        request_id=None,
     )
 
 

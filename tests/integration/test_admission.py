@@ -48,7 +48,6 @@ async def _run(engine: AsyncEngine, dag_id: str, run_id: str, *, minutes: int = 
         run_type="manual",
         logical_date=BASE + timedelta(minutes=minutes),
         conf={},
-        request_id=None,
     )
 
 

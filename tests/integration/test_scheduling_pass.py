@@ -165,15 +165,36 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
 
 
 async def test_create_run_is_idempotent_per_request_id(engine: AsyncEngine) -> None:
+    from schedd_core.errors import AlreadyExists
     from schedd_store import dags
+    from schedd_store.requests import RequestKey
 
     await dags.register_dag(engine, spec("one", {"a": []}))
-    kwargs = dict(
-        dag_id="one", run_type="manual", logical_date=datetime.now(UTC), conf={}, request_id="req-1"
+    when = datetime.now(UTC)
+    same = RequestKey("req-1", "hash-a")
+    first = await runs.create_run(
+        engine, dag_id="one", run_id="x1", run_type="manual", logical_date=when, conf={}, request=same
     )
-    first = await runs.create_run(engine, run_id="x1", **kwargs)  # type: ignore[arg-type]
-    again = await runs.create_run(engine, run_id="x2", **kwargs)  # type: ignore[arg-type]
+    again = await runs.create_run(
+        engine, dag_id="one", run_id="x1", run_type="manual", logical_date=when, conf={}, request=same
+    )
     assert again.run_id == first.run_id == "x1"
+    with pytest.raises(AlreadyExists, match="req-1"):
+        await runs.create_run(
+            engine,
+            dag_id="one",
+            run_id="x2",
+            run_type="manual",
+            logical_date=when,
+            conf={},
+            request=RequestKey("req-1", "hash-b"),
+        )
+    with pytest.raises(AlreadyExists, match="'x1' of dag 'one' exists already"):
+        await runs.create_run(
+            engine, dag_id="one", run_id="x1", run_type="manual", logical_date=when, conf={}
+        )
+    async with engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM dag_runs"))).scalar_one() == 1
 
 
 async def test_cancelling_a_run_writes_its_failure_events_with_the_change(engine: AsyncEngine) -> None:

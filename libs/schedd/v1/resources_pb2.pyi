@@ -597,6 +597,7 @@ class DagRun(_message.Message):
     DAG_VERSION_FIELD_NUMBER: _builtins.int
     CONF_FIELD_NUMBER: _builtins.int
     TASK_INSTANCES_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
     dag_id: _builtins.str
@@ -605,6 +606,10 @@ class DagRun(_message.Message):
     run_type: Global___RunType.ValueType
     dag_version: _builtins.str
     """Hash of the DAG version the run is pinned to."""
+    error: _builtins.str
+    """Why the run failed when the scheduler could not plan it (it failed the run instead of letting it
+    stall the others); empty otherwise.
+    """
     @_builtins.property
     def logical_date(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -632,10 +637,11 @@ class DagRun(_message.Message):
         dag_version: _builtins.str = ...,
         conf: _struct_pb2.Struct | None = ...,
         task_instances: _abc.Iterable[Global___TaskInstance] | None = ...,
+        error: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "end_time", b"end_time", "logical_date", b"logical_date", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "end_time", b"end_time", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,63 @@
+"""Idempotent requests and the constraints behind domain errors.
+
+A mutating API call may carry a ``request_id``. :func:`claim_request`, called first inside the
+call's transaction, records ``(method, request_id)`` with a hash of the request body:
+
+- the first time, it returns None and the caller goes on (and names what it made with
+  :func:`record_resource` before committing);
+- a retry with the same body returns the resource the first call made, and the caller answers
+  with it, doing nothing twice (a concurrent retry waits for the first call to commit);
+- the same request id with another body raises AlreadyExists naming the request id.
+
+:func:`constraint_error` maps the name of a violated unique constraint to the domain error it
+means, instead of guessing from ``ON CONFLICT DO NOTHING``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from schedd_core.errors import AlreadyExists, InvalidArgument, ScheddError, quote
+from schedd_store import statements as sql
+
+#: What a request id may look like.
+MAX_REQUEST_ID_CHARS = 200
+
+
+@dataclass(frozen=True)
+class RequestKey:
+    """A request id and the hash of the body it came with."""
+
+    request_id: str
+    body_hash: str
+
+
+async def claim_request(conn: AsyncConnection, method: str, request_id: str, body_hash: str) -> str | None:
+    """Record the request; the resource an identical earlier request made, or None the first time."""
+    if len(request_id) > MAX_REQUEST_ID_CHARS:
+        raise InvalidArgument("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters")
+    params = {"method": method, "request_id": request_id, "body_hash": body_hash}
+    if (await conn.execute(sql.CLAIM_REQUEST, params)).first() is not None:
+        return None
+    earlier = (await conn.execute(sql.FIND_REQUEST, params)).one()
+    if earlier.body_hash != body_hash:
+        raise AlreadyExists(
+            f"request_id {quote(request_id)} was already used for a different {method} request"
+        )
+    return str(earlier.resource)
+
+
+async def record_resource(conn: AsyncConnection, method: str, request_id: str, resource: str) -> None:
+    await conn.execute(
+        sql.RECORD_REQUEST_RESOURCE, {"method": method, "request_id": request_id, "resource": resource}
+    )
+
+
+def constraint_error(exc: IntegrityError, meanings: Mapping[str, ScheddError]) -> ScheddError | None:
+    """The domain error for the unique constraint ``exc`` violated, if ``meanings`` names it."""
+    name = getattr(getattr(exc.orig, "__cause__", None), "constraint_name", None)
+    return meanings.get(name) if name else None
