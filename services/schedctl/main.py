@@ -12,7 +12,7 @@ import time
 import uuid
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import grpc
 import typer
@@ -150,6 +150,48 @@ def _run_name(ref: str) -> str:
     return f"dags/{dag_id}/runs/{run_id}"
 
 
+#: Limits of ``--conf``, checked before it is parsed (the server's limits are the same).
+MAX_CONF_CHARS = 64 * 1024
+MAX_CONF_DEPTH = 32
+
+
+def parse_conf(text: str) -> dict[str, Any]:
+    """``--conf`` as a JSON object; exits 2 with a message when it is too big, too deep or not one."""
+    if len(text) > MAX_CONF_CHARS:
+        fail(EXIT_REJECTED, f"--conf is {len(text)} characters; the limit is {MAX_CONF_CHARS}")
+    if json_depth(text) > MAX_CONF_DEPTH:
+        fail(EXIT_REJECTED, f"--conf is nested deeper than {MAX_CONF_DEPTH} levels")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(EXIT_REJECTED, f"--conf is not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        fail(EXIT_REJECTED, "--conf must be a JSON object")
+    return value
+
+
+def json_depth(text: str) -> int:
+    """How deeply the arrays and objects of JSON ``text`` nest, without parsing it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 @runs_app.command("trigger")
 def runs_trigger(
     dag_id: Annotated[str, typer.Argument(help="the DAG to run")],
@@ -163,12 +205,7 @@ def runs_trigger(
 ) -> None:
     """Trigger a manual run of a DAG."""
     use_format(output_format)
-    try:
-        conf_value = json.loads(conf)
-    except json.JSONDecodeError as exc:
-        fail(EXIT_REJECTED, f"--conf is not valid JSON: {exc}")
-    if not isinstance(conf_value, dict):
-        fail(EXIT_REJECTED, "--conf must be a JSON object")
+    conf_value = parse_conf(conf)
     run = call(
         state.client.runs.CreateRun,
         api_pb2.CreateRunRequest(
