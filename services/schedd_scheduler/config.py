@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schedd_coord.lease import LeaseTiming
+from schedd_store.retention import Retention
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class SchedulerConfig:
     parallelism: int = 8
     #: The metadata database as the task role, for transactional tasks of the local executor.
     task_database_url: str = ""
+    #: How long finished runs, output and the other records are kept (the leader deletes the rest).
+    retention: Retention = field(default_factory=Retention)
+    #: Seconds between two rounds of retention.
+    housekeeping_interval: float = 600.0
 
     def session_settings(self) -> dict[str, str]:
         """PostgreSQL settings of every connection of the scheduler's engine.

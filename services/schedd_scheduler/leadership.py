@@ -31,6 +31,7 @@ from schedd_coord.members import departed_workers
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_scheduler.config import SchedulerConfig
+from schedd_scheduler.housekeeping import Housekeeper
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.lost_attempts import LostAttemptSweeper
 from schedd_scheduler.metrics import SchedulerMetrics
@@ -152,7 +153,10 @@ class Replica:
         )
         timer = DeadlineTimer(self._engine, self._pending, self._versions)
         loop.on_deadlines_changed = timer.poke
-        work = asyncio.create_task(self._leader_work(loop, self._sweeper, timer), name="leader-work")
+        housekeeper = Housekeeper(fence, self._config.retention, interval=self._config.housekeeping_interval)
+        work = asyncio.create_task(
+            self._leader_work(loop, self._sweeper, timer, housekeeper), name="leader-work"
+        )
         timing = asyncio.create_task(self._record_failover(loop))
         try:
             outcome = await _first(work, lease.lost, stop)
@@ -187,14 +191,19 @@ class Replica:
             await self._election.resign(token)
 
     async def _leader_work(
-        self, loop: SchedulingLoop, sweeper: LostAttemptSweeper, timer: DeadlineTimer
+        self,
+        loop: SchedulingLoop,
+        sweeper: LostAttemptSweeper,
+        timer: DeadlineTimer,
+        housekeeper: Housekeeper,
     ) -> None:
-        """Run the scheduling loop with the lost-attempt sweeper and the worker watch beside it.
-        Returns when the loop stops; the first error of any of them ends the term."""
+        """Run the scheduling loop with the lost-attempt sweeper, the worker watch, the deadline timer
+        and housekeeping beside it. Returns when the loop stops; the first error of any ends the term."""
         helpers = [
             asyncio.create_task(sweeper.run(), name="lost-attempts"),
             asyncio.create_task(self._watch_workers(sweeper), name="worker-watch"),
             asyncio.create_task(timer.run(), name="deadlines"),
+            asyncio.create_task(housekeeper.run(), name="housekeeping"),
         ]
         main = asyncio.create_task(loop.run(), name="scheduling-loop")
         try:

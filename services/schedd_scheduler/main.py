@@ -23,6 +23,7 @@ from schedd_scheduler.pending import PendingRuns
 from schedd_store import channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
+from schedd_store.retention import DAY, Retention
 
 log = logging.getLogger("schedd.scheduler")
 
@@ -106,6 +107,18 @@ def cli(
         envvar="SCHEDD_TASK_DATABASE_URL",
         help="for transactional tasks of the local executor: the database as the task role",
     ),
+    retain_runs: float = typer.Option(
+        30, envvar="SCHEDD_RETAIN_RUNS_DAYS", min=0, help="days finished runs are kept; 0: forever"
+    ),
+    retain_logs: float = typer.Option(
+        30, envvar="SCHEDD_RETAIN_LOGS_DAYS", min=0, help="days task output is kept; 0: forever"
+    ),
+    retain_records: float = typer.Option(
+        7,
+        envvar="SCHEDD_RETAIN_RECORDS_DAYS",
+        min=0,
+        help="days the pass log, delivered callbacks, request ids and departed workers are kept; 0: forever",
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a scheduler replica: campaign for leadership and schedule while leading."""
@@ -130,6 +143,14 @@ def cli(
         executor=executor,
         parallelism=parallelism,
         task_database_url=task_database_url,
+        retention=Retention(
+            runs=retain_runs * DAY,
+            logs=retain_logs * DAY,
+            passes=retain_records * DAY,
+            outbox=retain_records * DAY,
+            requests=retain_records * DAY,
+            workers=retain_records * DAY,
+        ),
     )
     try:
         asyncio.run(serve(config))
