@@ -1,8 +1,13 @@
-"""Resource names: ``dags/{dag}``, ``dags/{dag}/runs/{run}``, ``dags/{dag}/runs/{run}/tasks/{task}``."""
+"""Resource names: ``dags/{dag}``, ``dags/{dag}/runs/{run}``, ``dags/{dag}/runs/{run}/tasks/{task}``.
+
+Parsing a name also checks every id in it (``schedd_core.spec.check_id``), so a malformed or
+absurdly long id is refused as INVALID_ARGUMENT naming the request field, before any lookup.
+"""
 
 from __future__ import annotations
 
-from schedd_core.errors import InvalidArgument
+from schedd_core.errors import InvalidArgument, quote
+from schedd_core.spec import check_id
 
 
 def dag_name(dag_id: str) -> str:
@@ -20,17 +25,18 @@ def task_name(dag_id: str, run_id: str, task_id: str) -> str:
 def parse_dag_name(name: str, field: str = "name") -> str:
     parts = name.split("/")
     if len(parts) != 2 or parts[0] != "dags" or not parts[1]:
-        raise InvalidArgument(field, f"{name!r} is not a DAG name; expected 'dags/{{dag_id}}'")
-    return parts[1]
+        raise InvalidArgument(field, f"{quote(name)} is not a DAG name; expected 'dags/{{dag_id}}'")
+    return _ids(field, parts[1])[0]
 
 
 def parse_run_name(name: str, field: str = "name") -> tuple[str, str]:
     parts = name.split("/")
     if len(parts) != 4 or parts[0] != "dags" or parts[2] != "runs" or not parts[1] or not parts[3]:
         raise InvalidArgument(
-            field, f"{name!r} is not a run name; expected 'dags/{{dag_id}}/runs/{{run_id}}'"
+            field, f"{quote(name)} is not a run name; expected 'dags/{{dag_id}}/runs/{{run_id}}'"
         )
-    return parts[1], parts[3]
+    dag_id, run_id = _ids(field, parts[1], parts[3])
+    return dag_id, run_id
 
 
 def parse_task_name(name: str, field: str = "name") -> tuple[str, str, str]:
@@ -38,13 +44,20 @@ def parse_task_name(name: str, field: str = "name") -> tuple[str, str, str]:
     if len(parts) != 6 or parts[0] != "dags" or parts[2] != "runs" or parts[4] != "tasks" or not all(parts):
         raise InvalidArgument(
             field,
-            f"{name!r} is not a task name; expected 'dags/{{dag_id}}/runs/{{run_id}}/tasks/{{task_id}}'",
+            f"{quote(name)} is not a task name; expected 'dags/{{dag_id}}/runs/{{run_id}}/tasks/{{task_id}}'",
         )
-    return parts[1], parts[3], parts[5]
+    dag_id, run_id, task_id = _ids(field, parts[1], parts[3], parts[5])
+    return dag_id, run_id, task_id
 
 
 def parse_worker_name(name: str, field: str = "name") -> str:
     parts = name.split("/")
     if len(parts) != 2 or parts[0] != "workers" or not parts[1]:
-        raise InvalidArgument(field, f"{name!r} is not a worker name; expected 'workers/{{worker_id}}'")
-    return parts[1]
+        raise InvalidArgument(field, f"{quote(name)} is not a worker name; expected 'workers/{{worker_id}}'")
+    return _ids(field, parts[1])[0]
+
+
+def _ids(field: str, *ids: str) -> tuple[str, ...]:
+    for value in ids:
+        check_id(field, value)
+    return ids

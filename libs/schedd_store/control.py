@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArgument, NotFound
+from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArgument, NotFound, quote
 from schedd_core.explain import ExplainFacts, explain
 from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot
@@ -38,7 +38,7 @@ from schedd_store.records import parse_spec
 async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
     async with engine.begin() as conn:
         if (await conn.execute(sql.SET_PAUSED, {"dag_id": dag_id, "paused": paused})).first() is None:
-            raise NotFound(f"dag {dag_id!r} not found")
+            raise NotFound(f"dag {quote(dag_id)} not found")
         if not paused:
             runs = [r[0] for r in (await conn.execute(sql.UNFINISHED_RUNS_OF_DAG, {"dag_id": dag_id})).all()]
             for payload in channels.encode_ids(runs):
@@ -63,7 +63,7 @@ async def _lock_run(
     """Lock the run and its task instances and read them."""
     row = (await conn.execute(sql.LOCK_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
     if row is None:
-        raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
+        raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
     tasks = {t.task_id: t for t in (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": row.id})).all()}
     if faults is not None:
         faults.hit("control.read")  # a test widens the window between this read and the writes
@@ -104,14 +104,14 @@ async def cancel_run(
     async with engine.begin() as conn:
         run = await _lock_run(conn, dag_id, run_id, faults)
         if RunState(run.state) in RUN_FINISHED:
-            raise FailedPrecondition(f"run {run_id!r} of dag {dag_id!r} is already {run.state}")
+            raise FailedPrecondition(f"run {quote(run_id)} of dag {quote(dag_id)} is already {run.state}")
         running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
         await _stop(conn, running, target="failed", error="the run was cancelled")
         unrun = [t for t in run.tasks.values() if t.state in _UNRUN]
         skipped = (await conn.execute(sql.SKIP_UNRUN, {"run_pk": run.pk})).all()
         _expect("skipping the tasks that did not run", len(unrun), skipped)
         if (await conn.execute(sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk})).first() is None:
-            raise IllegalTransition(f"run {run_id!r} of dag {dag_id!r} could not be failed")
+            raise IllegalTransition(f"run {quote(run_id)} of dag {quote(dag_id)} could not be failed")
         if "failure" in run.graph.run_callback_events:
             await conn.execute(
                 sql.RECORD_RUN_EVENTS, {"events": ["failure"], "run_pks": [run.pk], "dag_ids": [dag_id]}
@@ -140,7 +140,7 @@ async def clear(
         run = await _lock_run(conn, dag_id, run_id, faults)
         for i, tid in enumerate(task_ids):
             if tid not in run.graph.nodes:
-                raise InvalidArgument(f"task_ids[{i}]", f"dag {dag_id!r} has no task {tid!r}")
+                raise InvalidArgument(f"task_ids[{i}]", f"dag {quote(dag_id)} has no task {quote(tid)}")
         chosen = set(task_ids) or set(run.graph.nodes)
         if downstream:
             chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].downstream)
@@ -194,7 +194,7 @@ async def set_state(
         run = await _lock_run(conn, dag_id, run_id, faults)
         ti = run.tasks.get(task_id)
         if ti is None:
-            raise NotFound(f"task {task_id!r} of run {run_id!r} has no task instance yet")
+            raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has no task instance yet")
         if ti.state == state:
             await _wake_claims(conn, run)
             return
@@ -208,7 +208,9 @@ async def set_state(
                 )
             ).first()
             if row is None:
-                raise FailedPrecondition(f"task {task_id!r} cannot be marked {state.value} from {ti.state}")
+                raise FailedPrecondition(
+                    f"task {quote(task_id)} cannot be marked {state.value} from {ti.state}"
+                )
         if state is TaskState.SUCCESS:
             # As in Airflow: tasks downstream that gave up because of this one are evaluated again.
             below = _reach(run.graph, {task_id}, lambda n: run.graph.nodes[n].downstream)
@@ -269,10 +271,10 @@ async def _explain_without_instance(
     """The task has no task instance yet: its run has not been planned (queued, or paused)."""
     run = (await conn.execute(sql.READ_RUN_WITH_SPEC, {"dag_id": dag_id, "run_id": run_id})).first()
     if run is None:
-        raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
+        raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
     graph = DagGraph.from_spec(parse_spec(run.spec))
     if task_id not in graph.nodes:
-        raise NotFound(f"dag {dag_id!r} has no task {task_id!r}")
+        raise NotFound(f"dag {quote(dag_id)} has no task {quote(task_id)}")
     if run.paused:
         return TaskState.NONE, ["its DAG is paused"]
     if run.state == RunState.QUEUED and graph.max_active_runs:

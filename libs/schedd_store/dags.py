@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.errors import NotFound
+from schedd_core.errors import NotFound, quote
 from schedd_core.spec import canonical, version_hash
 from schedd_store import statements as sql
 from schedd_store.records import DagRecord, parse_spec
@@ -55,7 +55,7 @@ async def get_dag(engine: AsyncEngine, dag_id: str) -> DagRecord:
     async with engine.connect() as conn:
         row = (await conn.execute(sql.GET_DAG, {"dag_id": dag_id})).first()
     if row is None:
-        raise NotFound(f"dag {dag_id!r} not found")
+        raise NotFound(f"dag {quote(dag_id)} not found")
     return _dag(row._mapping)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_core.errors import NotFound
+from schedd_core.errors import NotFound, quote
 from schedd_store import statements as sql
 
 
@@ -40,13 +40,13 @@ async def read_logs(
             )
         ).first()
         if ti is None:
-            raise NotFound(f"task {task_id!r} of run {run_id!r} of dag {dag_id!r} not found")
+            raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} of dag {quote(dag_id)} not found")
         number = try_number or ti.try_number
         if ti.try_number == 0:
-            raise NotFound(f"task {task_id!r} of run {run_id!r} has not run yet")
+            raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has not run yet")
         if number > ti.try_number:
             raise NotFound(
-                f"task {task_id!r} of run {run_id!r} has no try {number} (latest: {ti.try_number})"
+                f"task {quote(task_id)} of run {quote(run_id)} has no try {number} (latest: {ti.try_number})"
             )
         rows = (
             await conn.execute(sql.READ_LOGS, {"ti_id": ti.id, "try_number": number, "offset": offset})

@@ -78,7 +78,7 @@ async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
     async with engine.connect() as conn:
         row = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
         if row is None:
-            raise NotFound(f"run {run_id!r} of dag {dag_id!r} not found")
+            raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
         tis = (await conn.execute(sql.LIST_TASK_INSTANCES, {"run_pk": row.id})).all()
     return _run(row._mapping, [_ti(t._mapping) for t in tis])
 

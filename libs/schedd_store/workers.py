@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_core.errors import NotFound
+from schedd_core.errors import NotFound, quote
 from schedd_store import channels
 from schedd_store import statements as sql
 
@@ -43,7 +43,7 @@ async def request_drain(engine: AsyncEngine, worker_id: str) -> WorkerRecord:
     """Record the request and tell the registries; the worker's registry forwards it."""
     async with engine.begin() as conn:
         if (await conn.execute(sql.REQUEST_DRAIN, {"worker_id": worker_id})).first() is None:
-            raise NotFound(f"worker {worker_id!r} is not connected")
+            raise NotFound(f"worker {quote(worker_id)} is not connected")
         await conn.execute(sql.NOTIFY, {"channel": channels.WORKERS, "payload": worker_id})
         row = (await conn.execute(sql.GET_WORKER, {"worker_id": worker_id})).one()
     return _worker(row._mapping)

@@ -82,6 +82,26 @@ BAD_SPECS = {
         "spec.tasks[0].shell.command",
         r"must not be empty",
     ),
+    "retries that would overflow": BadSpec(
+        {"dag_id": BASE_DAG, "tasks": [{**_task("a"), "retries": 2147483647}]},
+        "spec.tasks[0].retries",
+        r"must be between 0 and 1000",
+    ),
+    "more slots than the pool has": BadSpec(
+        {"dag_id": BASE_DAG, "tasks": [{**_task("a"), "pool_slots": 129}]},
+        "spec.tasks[0].pool_slots",
+        r"pool 'default_pool' has 128: it could never run",
+    ),
+    "negative run timeout": BadSpec(
+        {"dag_id": BASE_DAG, "dagrunTimeout": "-5s", "tasks": [_task("a")]},
+        "spec.dagrun_timeout",
+        r"must be positive",
+    ),
+    "a NUL in a command": BadSpec(
+        {"dag_id": BASE_DAG, "tasks": [{"task_id": "a", "shell": {"command": "echo \x00"}}]},
+        "spec.tasks[0].shell.command",
+        r"contains a NUL character",
+    ),
 }
 
 
@@ -228,15 +248,15 @@ def test_oversized_request_is_resource_exhausted(env: RunningCluster, api: Api, 
 
     path = tmp_path / "huge.json"  # JSON is YAML too, and much faster to write
     path.write_text(json.dumps(huge))
-    _rejected(env.schedctl("dags", "register", str(path)), "RESOURCE_EXHAUSTED")
+    _rejected(env.schedctl("dags", "register", str(path)), "a DAG file may have at most")
 
-    # Under the transport limit but over the spec limit (4 MiB): the validator names the field.
+    # Under the transport limit but over the spec limit (3 MiB): the validator names the field.
     big = copy.deepcopy(BASE_SPEC)
     big["description"] = "x" * (5 * 1024 * 1024)
     spec = json_format.ParseDict(big, pb.DagSpec())
     error = _rpc_error(api.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
-    assert error.details().startswith("spec: is ") and "the limit is 4194304" in error.details()
+    assert error.details().startswith("spec: is ") and "the limit is 3145728" in error.details()
     assert _state_fast(env, api) == before
 
     # the api is still serving
@@ -333,6 +353,57 @@ def test_conf_must_be_a_json_object(env: RunningCluster, api: Api, conf: str, me
     before = _state_fast(env, api)
     _rejected(env.schedctl("runs", "trigger", BASE_DAG, "--conf", conf), message)
     assert _state_fast(env, api) == before
+
+
+def test_an_oversized_conf_is_refused_before_anything_is_stored(env: RunningCluster, api: Api) -> None:
+    from google.protobuf.struct_pb2 import Struct
+
+    before = _state_fast(env, api)
+    for size in (70 * 1024, 5 * 1024 * 1024):
+        conf = Struct()
+        conf.update({"blob": "x" * size})
+        request = api_pb2.CreateRunRequest(parent=f"dags/{BASE_DAG}", run_id=f"big-{size}", conf=conf)
+        error = _rpc_error(api.runs.CreateRun, request)
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+        assert error.details().startswith("conf: is ") and "the limit is 65536" in error.details()
+    assert _state_fast(env, api) == before
+    # Listing works with a default client (4 MiB of response at most) as before.
+    api.runs.ListRuns(api_pb2.ListRunsRequest(parent="dags/-", page_size=1000), timeout=RPC_TIMEOUT)
+
+
+def test_a_request_id_reused_with_another_body_is_refused(env: RunningCluster, api: Api) -> None:
+    request_id = str(uuid.uuid4())
+    first = api.runs.CreateRun(
+        api_pb2.CreateRunRequest(parent=f"dags/{BASE_DAG}", request_id=request_id), timeout=RPC_TIMEOUT
+    )
+    before = _state_fast(env, api)
+    other = api_pb2.CreateRunRequest(parent=f"dags/{BASE_DAG}", run_id="other", request_id=request_id)
+    error = _rpc_error(api.runs.CreateRun, other)
+    assert error.code() == grpc.StatusCode.ALREADY_EXISTS, error
+    assert request_id in error.details() and "different CreateRun request" in error.details()
+    assert _state_fast(env, api) == before
+    assert first.run_id != "other"
+
+    spec = json_format.ParseDict(BASE_SPEC, pb.DagSpec())
+    api.dags.RegisterDag(api_pb2.RegisterDagRequest(spec=spec, request_id=request_id), timeout=RPC_TIMEOUT)
+    changed = copy.deepcopy(BASE_SPEC)
+    changed["description"] = "changed"
+    spec = json_format.ParseDict(changed, pb.DagSpec())
+    error = _rpc_error(api.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, request_id=request_id))
+    assert error.code() == grpc.StatusCode.ALREADY_EXISTS, error
+    assert "different RegisterDag request" in error.details()
+
+
+def test_a_huge_bad_id_gets_a_short_message(env: RunningCluster, api: Api) -> None:
+    error = _rpc_error(api.dags.GetDag, api_pb2.GetDagRequest(name="dags/" + "é" * 10_000))
+    assert error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), error
+    assert len(error.details()) < 300, len(error.details())
+    error = _rpc_error(
+        api.dags.RegisterDag,
+        api_pb2.RegisterDagRequest(spec=pb.DagSpec(dag_id="x" * 10_000, tasks=[pb.TaskSpec(task_id="a")])),
+    )
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert "(10000 characters)" in error.details() and len(error.details()) < 400
 
 
 # -- transport -------------------------------------------------------------------------------------------
