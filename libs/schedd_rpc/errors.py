@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 
 import grpc
-from sqlalchemy.exc import DBAPIError, InterfaceError
+from sqlalchemy.exc import DBAPIError
 
 from schedd_core import errors as e
+from schedd_store.engine import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,6 @@ STATUS_OF: list[tuple[type[e.ScheddError], grpc.StatusCode]] = [
     (e.ScheddError, grpc.StatusCode.INTERNAL),
 ]
 
-#: SQLSTATE classes and codes that say "try again".
-_RETRYABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "40001", "40P01", "53300")
 _STATEMENT_TIMEOUT = "57014"
 
 
@@ -48,17 +47,11 @@ def status_of(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
     """The status a call that raised ``exc`` ends with, and its message."""
     if isinstance(exc, e.ScheddError):
         return status_code_of(exc), str(exc)
-    broken = isinstance(exc, DBAPIError) and exc.connection_invalidated
-    if isinstance(exc, OSError | InterfaceError) or broken:
-        log.warning("%s: the database cannot be reached: %s", method, exc)
-        return grpc.StatusCode.UNAVAILABLE, "the metadata database cannot be reached; retry"
-    if isinstance(exc, DBAPIError):
-        sqlstate = str(getattr(exc.orig, "sqlstate", "") or "")
-        if sqlstate == _STATEMENT_TIMEOUT:
-            return grpc.StatusCode.DEADLINE_EXCEEDED, "the database took too long; retry"
-        if sqlstate.startswith(_RETRYABLE_SQLSTATES):
-            log.warning("%s: retryable database error %s: %s", method, sqlstate, exc)
-            return grpc.StatusCode.UNAVAILABLE, "the metadata database is busy or restarting; retry"
+    if is_transient(exc):
+        log.warning("%s: the database cannot do it now: %s", method, exc)
+        return grpc.StatusCode.UNAVAILABLE, "the metadata database is unreachable, busy or restarting; retry"
+    if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) == _STATEMENT_TIMEOUT:
+        return grpc.StatusCode.DEADLINE_EXCEEDED, "the database took too long; retry"
     log.error("unexpected error in %s", method, exc_info=exc)
     return grpc.StatusCode.INTERNAL, "internal error; see the server log"
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+#: SQLSTATEs (and classes) that say "try again": connection trouble, a server starting or shutting
+#: down, too many connections, a serialization failure or a deadlock.
+TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
 
 
 def make_engine(
@@ -48,3 +52,15 @@ def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 def asyncpg_dsn(database_url: str) -> str:
     """The plain libpq-style DSN asyncpg expects, from a SQLAlchemy URL."""
     return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database could not do it *now* (try again), rather than that what
+    was asked is wrong: a broken or refused connection, a restart, a deadlock."""
+    if isinstance(exc, OSError | InterfaceError | TimeoutError):
+        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        return str(getattr(exc.orig, "sqlstate", "") or "").startswith(TRANSIENT_SQLSTATES)
+    return False

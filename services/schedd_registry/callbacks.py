@@ -56,12 +56,22 @@ class CallbackRelay:
             future.set_result((done.ok, done.error))
 
     async def run(self) -> None:
+        """Relay until cancelled; a failure to read the outbox (the database restarting) is retried
+        with backoff, so callbacks resume once the database is back."""
+        delay = 0.1
         while True:
-            events = await outbox.take_due(self._engine, limit=50, lease=LEASE)
-            if events:
-                await asyncio.gather(*(self._deliver(e) for e in events))
+            try:
+                events = await outbox.take_due(self._engine, limit=50, lease=LEASE)
+                if events:
+                    await asyncio.gather(*(self._deliver(e) for e in events))
+                    continue
+                due = await outbox.seconds_until_due(self._engine)
+                delay = 0.1
+            except Exception as exc:
+                log.warning("callback relay: cannot read the outbox (%s); again in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
                 continue
-            due = await outbox.seconds_until_due(self._engine)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 60.0 if due is None else max(0.05, min(due, 60.0)))
             self._wake.clear()

@@ -88,14 +88,20 @@ class Dispatcher:
         self._wake.set()
 
     async def run(self) -> None:
+        """Dispatch rounds until cancelled. A round that fails (the database restarting, say) is tried
+        again with backoff: queued work is never left waiting for the next wake-up."""
+        delay = 0.05
         while True:
             await self._wake.wait()
             self._wake.clear()
             try:
                 more = await self._round()
-            except Exception:
-                log.exception("dispatch round failed")
-                more = False
+                delay = 0.05
+            except Exception as exc:
+                log.warning("dispatch round failed (%s); again in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                more = True
             if more:
                 self._wake.set()
 

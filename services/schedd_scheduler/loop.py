@@ -19,8 +19,9 @@ One bad run never stalls the rest: a pass that fails for any other reason (a sto
 spec that cannot be read, a statement that times out, a bug a run's data triggers)
 is split in halves that are evaluated on their own, until the failing run is alone;
 a run that fails alone ``MAX_STRIKES`` times is failed with the reason
-(``dag_runs.error``) and the others go on. A broken connection, a deadlock or a
-serialization failure is not the run's fault: those runs are simply evaluated again.
+(``dag_runs.error``) and the others go on. A broken connection, a database that is
+restarting, a deadlock or a serialization failure is not the run's fault
+(``schedd_store.engine.is_transient``): those runs are simply evaluated again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
@@ -38,6 +38,7 @@ from schedd_core.planner import plan_run, plan_timeout
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import scheduling
+from schedd_store.engine import is_transient
 from schedd_store.fence import Fence, FencedConnection
 from schedd_store.versions import VersionCache
 
@@ -45,8 +46,6 @@ log = logging.getLogger(__name__)
 
 #: Failed passes of a run on its own after which the run is failed with the reason.
 MAX_STRIKES = 3
-#: SQLSTATEs after which a pass is simply tried again (deadlock, serialization failure).
-_RETRY_SQLSTATES = frozenset({"40P01", "40001"})
 
 
 class SchedulingLoop:
@@ -93,9 +92,18 @@ class SchedulingLoop:
                 return
             full, ids = self._pending.take(self._batch_size)
             if full:
-                async with self._engine.connect() as conn:
-                    self._pending.add(await scheduling.unfinished_run_pks(conn))
                 self._pending.add(ids)
+                try:
+                    async with self._engine.connect() as conn:
+                        self._pending.add(await scheduling.unfinished_run_pks(conn))
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    log.warning("cannot list the unfinished runs (%s); again shortly", exc)
+                    self._pending.request_full_scan()
+                    await asyncio.sleep(self._retry_delay)
+                    self._retry_delay = min(self._retry_delay * 2, 2.0)
+                    continue
                 _, ids = self._pending.take(self._batch_size)
             await self.evaluate(ids)
             self.first_pass_done.set()
@@ -112,9 +120,13 @@ class SchedulingLoop:
         except (FencedOut, LeaseExpired):
             raise
         except Exception as exc:
-            if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in _RETRY_SQLSTATES:
-                log.info("pass rolled back (%s), re-evaluating", exc.orig)
+            if is_transient(exc):
+                # Not the runs' fault (a broken connection, a restart, a deadlock): nothing was
+                # committed; the same runs are tried again after a short pause.
+                log.warning("pass failed, retrying: %s", exc)
                 self._pending.add(run_pks)
+                await asyncio.sleep(self._retry_delay)
+                self._retry_delay = min(self._retry_delay * 2, 2.0)
                 return 0
             return await self._isolate(run_pks, exc)
 
@@ -149,16 +161,6 @@ class SchedulingLoop:
             # evaluate those runs again from fresh state.
             log.info("pass rolled back, re-evaluating: %s", exc)
             self._pending.add(run_pks)
-            return 0
-        except (DBAPIError, OSError) as exc:
-            if isinstance(exc, DBAPIError) and not exc.connection_invalidated:
-                raise
-            # A broken connection (PostgreSQL restarted, network blip): nothing was committed. The
-            # pool replaces the connection; try the same runs again after a short pause.
-            log.warning("pass failed on a broken connection, retrying: %s", exc)
-            self._pending.add(run_pks)
-            await asyncio.sleep(self._retry_delay)
-            self._retry_delay = min(self._retry_delay * 2, 2.0)
             return 0
         self._retry_delay = 0.05
         for pk in run_pks:

@@ -31,6 +31,7 @@ from schedd_coord.members import leased_workers
 from schedd_core.states import TaskState
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import lost
+from schedd_store.engine import is_transient
 from schedd_store.fence import Fence
 
 log = logging.getLogger(__name__)
@@ -60,17 +61,28 @@ class LostAttemptSweeper:
         self._wake.set()
 
     async def run(self) -> None:
+        """Sweep until cancelled; a database that cannot be reached is retried (the term goes on)."""
+        backoff = 0.1
         while True:
-            leased = await self._leased()
-            async with self._engine.connect() as conn:
-                due = await lost.seconds_until_attempt_lost(
-                    conn, leased_workers=leased, fallback_limit=self._fallback_limit
-                )
-            delay = self._fallback_limit if due is None else min(max(due, 0.0) + 0.01, self._fallback_limit)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
-            self._wake.clear()
-            await self.sweep()
+            try:
+                leased = await self._leased()
+                async with self._engine.connect() as conn:
+                    due = await lost.seconds_until_attempt_lost(
+                        conn, leased_workers=leased, fallback_limit=self._fallback_limit
+                    )
+                limit = self._fallback_limit
+                delay = limit if due is None else min(max(due, 0.0) + 0.01, limit)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                self._wake.clear()
+                await self.sweep()
+                backoff = 0.1
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("lost-attempt sweep failed (%s); again in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
 
     async def sweep(self) -> int:
         leased = await self._leased()

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import statements as sql
+from schedd_store.engine import is_transient
 from schedd_store.versions import UnreadableVersion, VersionCache
 
 log = logging.getLogger(__name__)
@@ -35,8 +36,17 @@ class DeadlineTimer:
         self._poke.set()
 
     async def run(self) -> None:
+        """Fire deadlines until cancelled; a database that cannot be reached is retried."""
+        backoff = 0.1
         while True:
-            delay = await self._fire_and_measure()
+            try:
+                delay = await self._fire_and_measure()
+                backoff = 0.1
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("deadline timer failed (%s); again in %.1fs", exc, backoff)
+                delay, backoff = backoff, min(backoff * 2, 5.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), delay)
             self._poke.clear()
