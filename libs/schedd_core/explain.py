@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from schedd_core.graph import DagGraph
-from schedd_core.planner import TaskSnapshot
+from schedd_core.planner import PAST_OK, TaskSnapshot
 from schedd_core.states import TaskState
 from schedd_core.triggers import UpstreamCounts, Verdict, evaluate
 
@@ -32,6 +32,8 @@ class ExplainFacts:
     max_tries: int
     queue: str
     workers_for_queue: int
+    #: For a depends_on_past task: the same task's state in the previous run (None: not held back).
+    past_state: TaskState | None = None
 
 
 def explain(graph: DagGraph, facts: ExplainFacts, tasks: Mapping[str, TaskSnapshot]) -> list[str]:
@@ -65,6 +67,11 @@ def explain(graph: DagGraph, facts: ExplainFacts, tasks: Mapping[str, TaskSnapsh
             + ("" if facts.workers_for_queue else f" (no active worker serves queue {facts.queue!r})")
         )
     if s in (TaskState.NONE, TaskState.SCHEDULED):
+        if facts.past_state is not None and facts.past_state not in PAST_OK:
+            reasons.append(
+                f"depends_on_past: the same task of the previous run is {facts.past_state.value}; it runs "
+                "once that one succeeded or was skipped"
+            )
         waiting = _upstream_reasons(graph, facts.task_id, tasks)
         reasons += waiting
         if not waiting or s is TaskState.SCHEDULED:

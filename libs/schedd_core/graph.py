@@ -29,6 +29,8 @@ class TaskNode:
     max_active_instances: int
     #: Events ("success", "failure", "retry") the task has callbacks for.
     callback_events: tuple[str, ...] = ()
+    #: Runs only once the same task of the DAG's previous run succeeded or was skipped.
+    depends_on_past: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class DagGraph:
     run_timeout: float = 0.0
     #: Events ("success", "failure") the DAG has run-level callbacks for.
     run_callback_events: tuple[str, ...] = ()
+
+    @property
+    def past_dependent(self) -> frozenset[str]:
+        """The tasks with ``depends_on_past``."""
+        return frozenset(tid for tid, node in self.nodes.items() if node.depends_on_past)
 
     @classmethod
     def from_spec(
@@ -69,6 +76,7 @@ class DagGraph:
                 branch=t.branch,
                 max_active_instances=t.max_active_instances,
                 callback_events=_events(t.on_success, t.on_failure, t.on_retry),
+                depends_on_past=t.depends_on_past,
             )
             for t in spec.tasks
         }

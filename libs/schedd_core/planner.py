@@ -6,6 +6,12 @@ topological order over *projected* states, so a failure propagates
 instances to queue, skip or mark upstream_failed, and whether the run is
 finished; the store applies it in one fenced transaction.
 
+A task with ``depends_on_past`` is ready only once the same task of the DAG's previous run
+(by logical date) succeeded or was skipped; the caller passes those states (``past``). It
+waits, in its state, while that task has not finished (or has no task instance yet in an
+unfinished previous run), and for good when it failed: clearing or marking the previous one
+releases it. A first run, or a previous run that never had the task, does not hold it back.
+
 Not decided here: pool slots, concurrency limits and priorities across runs
 (see ``schedd_core.admission``), and when retries are due (the caller passes
 ``retry_due``).
@@ -63,12 +69,20 @@ class RunPlan:
 _READY_FROM = frozenset({TaskState.NONE, TaskState.SCHEDULED})
 
 
-def plan_run(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
+#: What the same task of the previous run must have become for a depends_on_past task to run.
+PAST_OK = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
+
+
+def plan_run(
+    graph: DagGraph, tasks: Mapping[str, TaskSnapshot], past: Mapping[str, TaskState] | None = None
+) -> RunPlan:
     """Plan the next step of one run.
 
     ``tasks`` holds the current state of every task instance of the run, by
     task id. Task ids of the graph missing from ``tasks`` are planned as if in
-    state NONE and listed in ``to_create``.
+    state NONE and listed in ``to_create``. ``past`` holds, for the tasks with
+    ``depends_on_past``, the state of the same task in the previous run (absent:
+    nothing holds the task back).
     """
     plan = RunPlan()
     projected: dict[str, TaskState] = {}
@@ -88,7 +102,9 @@ def plan_run(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
                 verdict = Verdict.SKIP
             else:
                 verdict = evaluate(graph.nodes[tid].trigger_rule, _count(graph, tid, projected))
-            if verdict is Verdict.READY:
+            if verdict is Verdict.READY and not _past_allows(graph, tid, past):
+                pass  # waits for the same task of the previous run
+            elif verdict is Verdict.READY:
                 plan.to_queue.append(tid)
                 state = TaskState.QUEUED
             elif verdict is Verdict.SKIP:
@@ -100,6 +116,12 @@ def plan_run(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
         projected[tid] = state
     plan.run_state = run_outcome(graph, projected)
     return plan
+
+
+def _past_allows(graph: DagGraph, tid: str, past: Mapping[str, TaskState] | None) -> bool:
+    if not graph.nodes[tid].depends_on_past or past is None or tid not in past:
+        return True
+    return past[tid] in PAST_OK
 
 
 def _excluded_by_branch(

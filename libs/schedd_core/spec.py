@@ -19,6 +19,7 @@ from google.protobuf import duration_pb2
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument, quote
+from schedd_core.timetables import timetable_of
 
 #: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,249}")
@@ -99,6 +100,7 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
             raise InvalidArgument(f"spec.tags[{i}]", f"must have 1 to {MAX_TAG_CHARS} characters")
     _check_params("spec.params", spec)
     _check_callbacks("spec", spec, ("on_failure", "on_success"))
+    timetable_of(spec)  # schedule, time zone, start and end dates
 
     pools = dict(known_pools) if known_pools is not None else None
     seen: dict[str, int] = {}

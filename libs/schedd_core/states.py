@@ -125,6 +125,30 @@ WORKER_TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
 }
 
 
+class BackfillState(enum.StrEnum):
+    """A backfill: created ``running``; the leader ends it, a user pauses, resumes or cancels it."""
+
+    RUNNING = "running"
+    #: Makes no new runs until resumed; its runs in flight go on.
+    PAUSED = "paused"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+B = BackfillState
+
+BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
+    B.RUNNING: frozenset({B.PAUSED}),  # resumed
+    B.PAUSED: frozenset({B.RUNNING}),
+    B.SUCCEEDED: frozenset({B.RUNNING}),
+    B.FAILED: frozenset({B.RUNNING}),
+    B.CANCELLED: frozenset({B.RUNNING, B.PAUSED}),
+}
+
+BACKFILL_ACTIVE: frozenset[BackfillState] = frozenset({B.RUNNING, B.PAUSED})
+
+
 def allowed_task_sources(target: TaskState) -> list[str]:
     """The states a task instance may move to ``target`` from, as plain strings for SQL."""
     return sorted(s.value for s in TASK_TRANSITIONS[target])

@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd.v1 import resources_pb2 as pb
 from schedd.v1 import worker_pb2
 from schedd_rpc import convert
 from schedd_store import dispatch
@@ -50,12 +50,14 @@ class AssignmentBuilder:
 
     def _one(self, c: ClaimedAttempt, results: dict[tuple[int, str], Any]) -> worker_pb2.Assignment:
         task = self._versions.task(c.dag_version_id, c.task_id)
+        dag = self._versions.spec(c.dag_version_id)
         key = idempotency_key(c)
         env = dict(task.env)
         env.update(
             {
                 "SCHEDD_DAG_ID": c.dag_id,
                 "SCHEDD_RUN_ID": c.run_id,
+                "SCHEDD_RUN_TYPE": c.run_type,
                 "SCHEDD_TASK_ID": c.task_id,
                 "SCHEDD_TRY_NUMBER": str(c.try_number),
                 "SCHEDD_ATTEMPT_ID": c.attempt_id,
@@ -63,8 +65,10 @@ class AssignmentBuilder:
                 "SCHEDD_IDEMPOTENCY_KEY": key,
             }
         )
-        params: dict[str, Any] = MessageToDict(task.params) if task.HasField("params") else {}
-        params.update(c.conf)
+        if c.data_interval_start is not None and c.data_interval_end is not None:
+            env["SCHEDD_DATA_INTERVAL_START"] = c.data_interval_start.isoformat()
+            env["SCHEDD_DATA_INTERVAL_END"] = c.data_interval_end.isoformat()
+        params = merged_params(dag, task, c.conf)
         upstream = {up: results[(c.run_pk, up)] for up in task.upstream if (c.run_pk, up) in results}
         assignment = worker_pb2.Assignment(
             attempt=worker_pb2.AttemptRef(
@@ -87,6 +91,16 @@ class AssignmentBuilder:
         if task.HasField("execution_timeout"):
             assignment.execution_timeout.CopyFrom(task.execution_timeout)
         return assignment
+
+
+def merged_params(dag: pb.DagSpec, task: pb.TaskSpec, conf: dict[str, Any]) -> dict[str, Any]:
+    """A task's params: the DAG's params, then the task's on top, then the run's conf on top (key by
+    key). Integral numbers stay integers (see ``schedd_rpc.convert.from_struct``)."""
+    params: dict[str, Any] = convert.from_struct(dag.params) if dag.HasField("params") else {}
+    if task.HasField("params"):
+        params.update(convert.from_struct(task.params))
+    params.update(conf)
+    return params
 
 
 def idempotency_key(c: ClaimedAttempt) -> str:

@@ -20,13 +20,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
-
 from schedd.v1 import worker_pb2
 from schedd_exec.outcome import Outcome
 from schedd_exec.python_pool import PythonPool
 from schedd_exec.reaper import Reaper
 from schedd_exec.shell import run_shell
+from schedd_rpc import convert
 from schedd_store.engine import asyncpg_dsn
 
 log = logging.getLogger(__name__)
@@ -166,7 +165,7 @@ class AttemptExecutor:
         sink = self._sink(assignment)
         if action == "shell":
             if assignment.HasField("params"):
-                env["SCHEDD_PARAMS"] = json.dumps(MessageToDict(assignment.params))
+                env["SCHEDD_PARAMS"] = json.dumps(convert.from_struct(assignment.params))
             return await run_shell(
                 assignment.shell.command,
                 env=env,
@@ -178,7 +177,7 @@ class AttemptExecutor:
         if action == "python":
             if self._pool is None:
                 raise RuntimeError("this executor runs no Python tasks (python_workers=0)")
-            params: dict[str, Any] = MessageToDict(assignment.params) if assignment.HasField("params") else {}
+            params = convert.from_struct(assignment.params) if assignment.HasField("params") else {}
             transaction = None
             if assignment.transactional:
                 if not self._task_dsn:

@@ -35,5 +35,24 @@ def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
     return out
 
 
+#: Integers a float64 holds exactly.
+_EXACT_INTEGERS = 2**53
+
+
 def from_struct(value: struct_pb2.Struct) -> dict[str, Any]:
-    return MessageToDict(value)
+    """The Struct as plain Python values. A Struct holds every number as a double; a number that is
+    integral (and exactly representable) comes back as an ``int``, so ``10`` in a run's conf or a
+    DAG's params reaches the task as ``10``, not ``10.0``. (JSON does not tell ``10.0`` from ``10``
+    either.)"""
+    result: dict[str, Any] = _integral(MessageToDict(value))
+    return result
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INTEGERS:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value

@@ -1,4 +1,5 @@
-"""Resource names: ``dags/{dag}``, ``dags/{dag}/runs/{run}``, ``dags/{dag}/runs/{run}/tasks/{task}``.
+"""Resource names: ``dags/{dag}``, ``dags/{dag}/runs/{run}``, ``dags/{dag}/runs/{run}/tasks/{task}``,
+``backfills/{id}``.
 
 Parsing a name also checks every id in it (``schedd_core.spec.check_id``), so a malformed or
 absurdly long id is refused as INVALID_ARGUMENT naming the request field, before any lookup.
@@ -55,6 +56,17 @@ def parse_worker_name(name: str, field: str = "name") -> str:
     if len(parts) != 2 or parts[0] != "workers" or not parts[1]:
         raise InvalidArgument(field, f"{quote(name)} is not a worker name; expected 'workers/{{worker_id}}'")
     return _ids(field, parts[1])[0]
+
+
+def backfill_name(backfill_id: int) -> str:
+    return f"backfills/{backfill_id}"
+
+
+def parse_backfill_name(name: str, field: str = "name") -> int:
+    prefix, _, rest = name.partition("/")
+    if prefix != "backfills" or not (rest.isascii() and rest.isdigit()) or len(rest) > 18:
+        raise InvalidArgument(field, f"{quote(name)} is not a backfill name; expected 'backfills/{{id}}'")
+    return int(rest)
 
 
 def _ids(field: str, *ids: str) -> tuple[str, ...]:

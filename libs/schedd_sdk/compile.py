@@ -23,9 +23,12 @@ edges                            ``upstream`` of the downstream task, in declare
 ``@task.branch``                 ``branch``
 ``max_active_instances``         ``max_active_instances``
 ``transactional``                ``transactional``
+``depends_on_past``              ``depends_on_past``
 ``on_failure/retry/success``     ``on_failure/on_retry/on_success``
 ``timezone`` ("UTC")             ``timezone`` ("" = UTC)
-``start_date``                   ``start_date`` (Timestamp, UTC)
+``schedule`` (str)               ``schedule``
+``schedule`` (timedelta)         ``schedule_interval``
+``start_date`` / ``end_date``    ``start_date`` / ``end_date`` (Timestamp, UTC)
 ``dagrun_timeout``               ``dagrun_timeout``
 ===============================  ====================================================
 """
@@ -33,6 +36,7 @@ edges                            ``upstream`` of the downstream task, in declare
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from google.protobuf import timestamp_pb2
@@ -67,9 +71,11 @@ def compile_dag(dag: DAG) -> pb.DagSpec:
     )
     spec.tasks.extend(compile_task(t) for t in dag.tasks)
     if dag.start_date is not None:
-        stamp = timestamp_pb2.Timestamp()
-        stamp.FromDatetime(dag.start_date)
-        spec.start_date.CopyFrom(stamp)
+        spec.start_date.CopyFrom(_timestamp(dag.start_date))
+    if dag.end_date is not None:
+        spec.end_date.CopyFrom(_timestamp(dag.end_date))
+    if dag.schedule_interval is not None:
+        spec.schedule_interval.CopyFrom(to_duration(dag.schedule_interval))
     if dag.dagrun_timeout is not None:
         spec.dagrun_timeout.CopyFrom(to_duration(dag.dagrun_timeout))
     if dag.params is not None:
@@ -77,6 +83,12 @@ def compile_dag(dag: DAG) -> pb.DagSpec:
     spec.on_failure.extend(_callbacks(dag.on_failure))
     spec.on_success.extend(_callbacks(dag.on_success))
     return spec
+
+
+def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(moment)
+    return stamp
 
 
 def compile_task(task: Task) -> pb.TaskSpec:
@@ -110,6 +122,7 @@ def compile_task(task: Task) -> pb.TaskSpec:
         spec.params.CopyFrom(to_struct(o.params))
     spec.max_active_instances = o.max_active_instances or 0
     spec.transactional = bool(o.transactional)
+    spec.depends_on_past = bool(o.depends_on_past)
     spec.on_failure.extend(_callbacks(o.on_failure or ()))
     spec.on_retry.extend(_callbacks(o.on_retry or ()))
     spec.on_success.extend(_callbacks(o.on_success or ()))

@@ -53,12 +53,14 @@ class DAG:
     Use it as a context manager (``with DAG("id") as d:``) or through ``@dag``. ``default_args``
     holds task options (the keys of :class:`~schedd_sdk.options.TaskOptions`) that apply to every
     task of the DAG that does not set them itself; an unknown key is an error (schedd does not
-    silently ignore Airflow options it does not have, such as ``owner`` or ``depends_on_past``).
+    silently ignore Airflow options it does not have, such as ``owner``).
 
-    A naive ``start_date`` is read in the DAG's ``timezone``; ``schedule`` None or "" means manual
-    runs only; ``dagrun_timeout`` is a timedelta or seconds. ``params`` of the DAG are recorded
-    in its spec; a task function's ``params`` argument holds its *task's* params with the run's
-    conf on top, so put what a task reads on the task (or in ``default_args``).
+    ``schedule`` is a cron expression or preset (``"@daily"``, ``"0 3 * * *"``, read in the DAG's
+    ``timezone``) or a ``timedelta`` (a fixed interval counted from the start date); None or ""
+    means manual runs only. A scheduled DAG needs a ``start_date`` (a naive one is read in the
+    DAG's ``timezone``); no interval starts after ``end_date``. ``catchup`` makes every missed
+    interval run, not only the latest. ``dagrun_timeout`` is a timedelta or seconds. A task's
+    ``params`` are the DAG's ``params``, then the task's on top, then the run's conf on top.
     """
 
     def __init__(
@@ -66,9 +68,10 @@ class DAG:
         dag_id: str,
         *,
         description: str | None = None,
-        schedule: str | None = None,
+        schedule: str | timedelta | None = None,
         timezone: str = "UTC",
         start_date: datetime | date | None = None,
+        end_date: datetime | date | None = None,
         catchup: bool = False,
         max_active_runs: int = 0,
         max_active_tasks: int = 0,
@@ -89,7 +92,7 @@ class DAG:
         check = Checker(
             {
                 "description": description,
-                "schedule": schedule,
+                "schedule": None if isinstance(schedule, timedelta) else schedule,
                 "timezone": timezone,
                 "catchup": catchup,
                 "max_active_runs": max_active_runs,
@@ -104,6 +107,7 @@ class DAG:
         self.dag_id = dag_id
         self.description = check.string("description") or ""
         self.schedule = check.string("schedule") or ""
+        self.schedule_interval: timedelta | None = schedule if isinstance(schedule, timedelta) else None
         self.timezone = check.string("timezone") or "UTC"
         self.catchup = bool(check.boolean("catchup"))
         self.max_active_runs = check.integer("max_active_runs") or 0
@@ -118,6 +122,7 @@ class DAG:
             raise DagDefinitionError(f"{where}: tags must be an iterable of strings, got {tags!r}")
         self.tags: tuple[str, ...] = tuple(dict.fromkeys(tags))
         self.start_date = _start_date(start_date, _zone(self.timezone, where), where)
+        self.end_date = _start_date(end_date, _zone(self.timezone, where), where, "end_date")
         if default_args is not None and not isinstance(default_args, Mapping):
             raise DagDefinitionError(f"{where}: default_args must be a mapping, got {default_args!r}")
         self.default_args: Mapping[str, Any] = dict(default_args or {})
@@ -205,14 +210,14 @@ def _zone(name: str, where: str) -> tzinfo:
         raise DagDefinitionError(f"{where}: timezone {name!r} is not an IANA time zone") from None
 
 
-def _start_date(value: object, zone: tzinfo, where: str) -> datetime | None:
+def _start_date(value: object, zone: tzinfo, where: str, name: str = "start_date") -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.replace(tzinfo=zone)
     if isinstance(value, date):
         return datetime.combine(value, time(), tzinfo=zone)
-    raise DagDefinitionError(f"{where}: start_date must be a datetime or a date, got {value!r}")
+    raise DagDefinitionError(f"{where}: {name} must be a datetime or a date, got {value!r}")
 
 
 class DagFunction:
@@ -251,9 +256,10 @@ def dag(
     /,
     *,
     dag_id: str | None = None,
-    schedule: str | None = None,
+    schedule: str | timedelta | None = None,
     timezone: str = "UTC",
     start_date: datetime | date | None = None,
+    end_date: datetime | date | None = None,
     catchup: bool = False,
     max_active_runs: int = 0,
     max_active_tasks: int = 0,
@@ -272,9 +278,10 @@ def dag(
     /,
     *,
     dag_id: str | None = None,
-    schedule: str | None = None,
+    schedule: str | timedelta | None = None,
     timezone: str = "UTC",
     start_date: datetime | date | None = None,
+    end_date: datetime | date | None = None,
     catchup: bool = False,
     max_active_runs: int = 0,
     max_active_tasks: int = 0,
@@ -295,6 +302,7 @@ def dag(
         "schedule": schedule,
         "timezone": timezone,
         "start_date": start_date,
+        "end_date": end_date,
         "catchup": catchup,
         "max_active_runs": max_active_runs,
         "max_active_tasks": max_active_tasks,

@@ -110,7 +110,9 @@ class TaskOptions(TypedDict, total=False):
     Defaults (when neither the task nor ``default_args`` give one): ``retries`` 0, ``retry_delay``
     the server's (300 s, as Airflow), no backoff, no cap, no timeout, ``priority_weight`` 1,
     ``weight_rule`` downstream, the default pool with 1 slot, the default queue, ``trigger_rule``
-    all_success, no params or env, no instance limit, no callbacks.
+    all_success, no params or env, no instance limit, no callbacks, not ``depends_on_past`` (a task
+    with it runs only once the same task of the DAG's previous run, by logical date, succeeded or
+    was skipped).
     """
 
     retries: int | None
@@ -128,6 +130,7 @@ class TaskOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     max_active_instances: int | None
     transactional: bool | None
+    depends_on_past: bool | None
     on_failure: Callbacks | None
     on_retry: Callbacks | None
     on_success: Callbacks | None
@@ -152,6 +155,7 @@ class Options:
     env: Mapping[str, str] | None = None
     max_active_instances: int | None = None
     transactional: bool | None = None
+    depends_on_past: bool | None = None
     on_failure: tuple[Callback, ...] | None = None
     on_retry: tuple[Callback, ...] | None = None
     on_success: tuple[Callback, ...] | None = None
@@ -182,6 +186,7 @@ class Options:
             env=p.env("env"),
             max_active_instances=p.integer("max_active_instances"),
             transactional=p.boolean("transactional"),
+            depends_on_past=p.boolean("depends_on_past"),
             on_failure=p.callbacks("on_failure"),
             on_retry=p.callbacks("on_retry"),
             on_success=p.callbacks("on_success"),

@@ -17,6 +17,11 @@ OUTBOX = "schedd_outbox"
 #: Attempts a user stopped (cancel, clear, mark). Payload: lines of ``worker_id ti_id attempt_id``.
 CANCEL = "schedd_cancel"
 
+#: A DAG's schedule must be looked at now (registered, its schedule changed, unpaused). Payload: the DAG id.
+DAGS = "schedd_dags"
+#: A backfill was created, resumed or cancelled. Payload: the backfill id.
+BACKFILLS = "schedd_backfills"
+
 #: PostgreSQL refuses payloads of 8000 bytes or more.
 MAX_PAYLOAD = 7900
 

@@ -36,6 +36,8 @@ from schedd_store.records import parse_spec
 
 
 async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
+    """Pause or unpause a DAG. Unpausing wakes its unfinished runs and its schedule: the leader
+    makes the runs of the intervals missed meanwhile as its catch-up setting says."""
     async with engine.begin() as conn:
         if (await conn.execute(sql.SET_PAUSED, {"dag_id": dag_id, "paused": paused})).first() is None:
             raise NotFound(f"dag {quote(dag_id)} not found")
@@ -43,6 +45,7 @@ async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
             runs = [r[0] for r in (await conn.execute(sql.UNFINISHED_RUNS_OF_DAG, {"dag_id": dag_id})).all()]
             for payload in channels.encode_ids(runs):
                 await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
+            await conn.execute(sql.WAKE_SCHEDULE, {"dag_id": dag_id})
 
 
 #: What a cancel skips: the task instances that have not run (and will not).
@@ -102,25 +105,33 @@ async def cancel_run(
 ) -> None:
     """Fail the run: running attempts fail and are stopped, tasks that have not run are skipped."""
     async with engine.begin() as conn:
-        run = await _lock_run(conn, dag_id, run_id, faults)
-        if RunState(run.state) in RUN_FINISHED:
-            raise FailedPrecondition(f"run {quote(run_id)} of dag {quote(dag_id)} is already {run.state}")
-        running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
-        await _stop(conn, running, target="failed", error="the run was cancelled")
-        unrun = [t for t in run.tasks.values() if t.state in _UNRUN]
-        skipped = (await conn.execute(sql.SKIP_UNRUN, {"run_pk": run.pk})).all()
-        _expect("skipping the tasks that did not run", len(unrun), skipped)
-        if (await conn.execute(sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk})).first() is None:
-            raise IllegalTransition(f"run {quote(run_id)} of dag {quote(dag_id)} could not be failed")
-        if "failure" in run.graph.run_callback_events:
-            await conn.execute(
-                sql.RECORD_RUN_EVENTS, {"events": ["failure"], "run_pks": [run.pk], "dag_ids": [dag_id]}
-            )
-            await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
-        # Queued runs of the DAG may start now (max_active_runs).
-        waiting = [r[0] for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": [dag_id]})).all()]
-        for payload in channels.encode_ids([run.pk, *waiting]):
-            await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
+        await cancel_locked(conn, dag_id, run_id, faults=faults)
+
+
+async def cancel_locked(
+    conn: AsyncConnection, dag_id: str, run_id: str, *, faults: FaultPoints | None = None
+) -> None:
+    """:func:`cancel_run` inside the caller's transaction (which locks the run first)."""
+    run = await _lock_run(conn, dag_id, run_id, faults)
+    if RunState(run.state) in RUN_FINISHED:
+        raise FailedPrecondition(f"run {quote(run_id)} of dag {quote(dag_id)} is already {run.state}")
+    running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
+    await _stop(conn, running, target="failed", error="the run was cancelled")
+    unrun = [t for t in run.tasks.values() if t.state in _UNRUN]
+    skipped = (await conn.execute(sql.SKIP_UNRUN, {"run_pk": run.pk})).all()
+    _expect("skipping the tasks that did not run", len(unrun), skipped)
+    if (await conn.execute(sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk})).first() is None:
+        raise IllegalTransition(f"run {quote(run_id)} of dag {quote(dag_id)} could not be failed")
+    if "failure" in run.graph.run_callback_events:
+        await conn.execute(
+            sql.RECORD_RUN_EVENTS, {"events": ["failure"], "run_pks": [run.pk], "dag_ids": [dag_id]}
+        )
+        await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+    # Queued runs of the DAG may start now (max_active_runs), and the leader looks at its schedule.
+    waiting = [r[0] for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": [dag_id]})).all()]
+    for payload in channels.encode_ids([run.pk, *waiting]):
+        await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
+    await conn.execute(sql.NOTIFY, {"channel": channels.DAGS, "payload": dag_id})
 
 
 async def clear(
@@ -241,7 +252,13 @@ async def explain_task(
             for t in (await conn.execute(sql.RUN_TASK_STATES, {"run_pk": row.run_pk})).all()
         }
         now = (await conn.execute(sql.NOW)).scalar_one()
-    graph = DagGraph.from_spec(parse_spec(spec_row.spec))
+        graph = DagGraph.from_spec(parse_spec(spec_row.spec))
+        past_state = None
+        if task_id in graph.nodes and graph.nodes[task_id].depends_on_past:
+            past = (
+                await conn.execute(sql.PAST_TASK_STATES, {"run_pks": [row.run_pk], "task_ids": [task_id]})
+            ).first()
+            past_state = TaskState(past.state) if past is not None else None
     facts = ExplainFacts(
         task_id=task_id,
         state=TaskState(row.state),
@@ -261,6 +278,7 @@ async def explain_task(
         max_tries=row.max_tries,
         queue=row.queue,
         workers_for_queue=int(row.workers),
+        past_state=past_state,
     )
     return facts.state, explain(graph, facts, tasks)
 

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import NotFound, quote
 from schedd_core.spec import canonical, version_hash
+from schedd_store import schedules
 from schedd_store import statements as sql
 from schedd_store.records import DagRecord, parse_spec
 from schedd_store.requests import RequestKey, claim_request, record_resource
@@ -17,14 +18,16 @@ REGISTER_DAG = "RegisterDag"
 
 
 async def register_dag(
-    engine: AsyncEngine, spec: pb.DagSpec, request: RequestKey | None = None
+    engine: AsyncEngine, spec: pb.DagSpec, request: RequestKey | None = None, *, schedule_key: str = ""
 ) -> tuple[DagRecord, bool]:
     """Store ``spec`` (already validated) as the DAG's latest version.
 
     Returns the DAG and whether a new version was created; an identical spec
     (same canonical hash) creates none. Concurrent registrations of one DAG are
     serialised by a row lock on the DAG. With ``request``, a retry changes nothing
-    and the same request id with another spec is refused (AlreadyExists).
+    and the same request id with another spec is refused (AlreadyExists). When
+    ``schedule_key`` (``schedd_core.timetables.schedule_key``) differs from the stored
+    one, the leader is woken to plan the DAG's schedule afresh, in the same transaction.
     """
     spec = canonical(spec)
     vhash = version_hash(spec)
@@ -47,6 +50,7 @@ async def register_dag(
         ).scalar()
         version_id = inserted or (await conn.execute(sql.FIND_DAG_VERSION, params)).scalar_one()
         await conn.execute(sql.SET_LATEST_VERSION, {"dag_id": spec.dag_id, "version_id": version_id})
+        await schedules.reset_schedule(conn, spec.dag_id, schedule_key)
         row = (await conn.execute(sql.GET_DAG, {"dag_id": spec.dag_id})).one()
     return _dag(row._mapping), inserted is not None
 

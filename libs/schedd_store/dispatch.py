@@ -42,6 +42,10 @@ class ClaimedAttempt:
     run_has_results: bool = False
     #: The worker the attempt was claimed for.
     worker_id: str = ""
+    run_type: str = "manual"
+    #: The data interval of a scheduled or backfill run.
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
 
 
 class Outcome(enum.Enum):
@@ -126,6 +130,9 @@ async def claim_in(
             conf=r.conf or {},
             run_has_results=r.run_has_results,
             worker_id=r.worker_id,
+            run_type=r.run_type,
+            data_interval_start=r.data_interval_start,
+            data_interval_end=r.data_interval_end,
         )
         for r in rows
     ]

@@ -25,21 +25,34 @@ class PoolRecord:
     description: str
     used: int
     waiting: int
+    #: The share of the slots backfill runs may hold while other runs wait (and the other runs the rest).
+    backfill_share: float = 0.5
 
 
 async def list_pools(engine: AsyncEngine) -> list[PoolRecord]:
     async with engine.connect() as conn:
         rows = (await conn.execute(sql.LIST_POOLS)).all()
-    return [PoolRecord(r.name, r.slots, r.description, int(r.used), int(r.waiting)) for r in rows]
+    return [
+        PoolRecord(r.name, r.slots, r.description, int(r.used), int(r.waiting), float(r.backfill_share))
+        for r in rows
+    ]
 
 
-async def set_pool(engine: AsyncEngine, name: str, slots: int, description: str) -> PoolRecord:
-    """Create the pool or change its size; runs waiting for it are evaluated again."""
+async def set_pool(
+    engine: AsyncEngine, name: str, slots: int, description: str, backfill_share: float | None = None
+) -> PoolRecord:
+    """Create the pool or change its size (and, when given, its backfill share); runs waiting for
+    it are evaluated again."""
     check_id("pool", name)
     if not 0 <= slots <= MAX_CONCURRENCY:
         raise InvalidArgument("slots", f"must be between 0 and {MAX_CONCURRENCY}")
+    if backfill_share is not None and not 0.0 <= backfill_share <= 1.0:
+        raise InvalidArgument("backfill_share", "must be between 0 and 1")
     async with engine.begin() as conn:
-        await conn.execute(sql.SET_POOL, {"name": name, "slots": slots, "description": description})
+        await conn.execute(
+            sql.SET_POOL,
+            {"name": name, "slots": slots, "description": description, "backfill_share": backfill_share},
+        )
         runs = [r[0] for r in (await conn.execute(sql.RUNS_WAITING_IN_POOL, {"name": name})).all()]
         for payload in channels.encode_ids(runs):
             await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})

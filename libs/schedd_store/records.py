@@ -54,6 +54,40 @@ class RunRecord:
     task_instances: list[TaskInstanceRecord] = field(default_factory=list)
     #: Why the scheduler failed the run, when it could not plan it.
     error: str | None = None
+    #: The data interval of a scheduled or backfill run.
+    data_interval_start: datetime | None = None
+    data_interval_end: datetime | None = None
+    backfill_id: int | None = None
+
+
+@dataclass(frozen=True)
+class BackfillProgress:
+    total: int
+    pending: int
+    running: int
+    succeeded: int
+    failed: int
+    skipped: int
+
+
+@dataclass(frozen=True)
+class BackfillRecord:
+    id: int
+    dag_id: str
+    start_date: datetime
+    end_date: datetime
+    strategy: str
+    max_active_runs: int
+    chunk_size: int
+    backward: bool
+    reprocess: str
+    state: str
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    progress: BackfillProgress
+    #: For a dry run only: the intervals, in the order their runs would be made.
+    intervals: list[tuple[datetime, datetime]] = field(default_factory=list)
 
 
 def parse_spec(data: bytes) -> pb.DagSpec:

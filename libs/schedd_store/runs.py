@@ -105,6 +105,9 @@ def _run(m: Any, tis: list[TaskInstanceRecord]) -> RunRecord:
         version_hash=m["version_hash"],
         task_instances=tis,
         error=m["error"],
+        data_interval_start=m["data_interval_start"],
+        data_interval_end=m["data_interval_end"],
+        backfill_id=m["backfill_id"],
     )
 
 

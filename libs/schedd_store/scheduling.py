@@ -40,6 +40,8 @@ class PlanningRun:
     #: Seconds since the run started; None before it started.
     age: float | None = None
     paused: bool = False
+    #: The backfill that made the run, if one did.
+    backfill_id: int | None = None
     tasks: dict[str, TaskSnapshot] = field(default_factory=dict)
     ti_ids: dict[str, int] = field(default_factory=dict)
     tries: dict[str, int] = field(default_factory=dict)
@@ -50,6 +52,8 @@ class PassOutcome:
     queued: int = 0
     #: DAGs with a run that finished in the pass: their queued runs may start now.
     finished_dags: set[str] = field(default_factory=set)
+    #: Backfills with a run that finished in the pass: they may make their next runs.
+    finished_backfills: set[int] = field(default_factory=set)
     #: The pass set a retry time or started a run with a timeout: the deadline timer must look again.
     deadlines_changed: bool = False
 
@@ -82,6 +86,7 @@ async def load_runs(
                 logical_date=r.run_date,
                 age=None if r.run_age is None else float(r.run_age),
                 paused=r.paused,
+                backfill_id=r.backfill_id,
             )
         if r.task_id is not None:
             run.tasks[r.task_id] = TaskSnapshot(
@@ -93,6 +98,33 @@ async def load_runs(
             run.ti_ids[r.task_id] = r.id
             run.tries[r.task_id] = int(r.try_number)
     return list(runs.values()), deferred
+
+
+async def past_states(
+    conn: FencedConnection, run_pks: Sequence[int], task_ids: Sequence[str]
+) -> dict[int, dict[str, TaskState]]:
+    """For depends_on_past: by run, the state of each of ``task_ids`` in the DAG's previous run (see
+    PAST_TASK_STATES); a task missing from a run's mapping is not held back."""
+    if not run_pks or not task_ids:
+        return {}
+    rows = (
+        await conn.execute(
+            sql.PAST_TASK_STATES, {"run_pks": list(run_pks), "task_ids": sorted(set(task_ids))}
+        )
+    ).all()
+    result: dict[int, dict[str, TaskState]] = {}
+    for r in rows:
+        result.setdefault(int(r.run_pk), {})[r.task_id] = TaskState(r.state)
+    return result
+
+
+async def next_unfinished_runs(conn: FencedConnection, run_pks: Sequence[int]) -> list[int]:
+    """The unfinished run after each of ``run_pks`` in its DAG, by logical date."""
+    if not run_pks:
+        return []
+    return [
+        int(r.id) for r in (await conn.execute(sql.NEXT_UNFINISHED_RUNS, {"run_pks": list(run_pks)})).all()
+    ]
 
 
 async def running_runs(conn: FencedConnection, dag_ids: Sequence[str]) -> dict[str, int]:
@@ -154,6 +186,7 @@ async def apply_plans(
                         pool_slots=node.pool_slots,
                         priority=node.priority_weight,
                         logical_date=run.logical_date,
+                        backfill=run.backfill_id is not None,
                     ),
                     run,
                     tid,
@@ -233,6 +266,8 @@ async def apply_plans(
         if plan.run_state is not None:
             finished.append((run.pk, plan.run_state))
             outcome.finished_dags.add(run.dag_id)
+            if run.backfill_id is not None:
+                outcome.finished_backfills.add(run.backfill_id)
             event = "success" if plan.run_state is RunState.SUCCESS else "failure"
             if event in graph.run_callback_events:
                 run_events.append((event, run.pk, run.dag_id))

@@ -22,6 +22,7 @@ class ApiClient:
         self.cluster = api_pb2_grpc.ClusterServiceStub(self._channel)
         self.workers = api_pb2_grpc.WorkerServiceStub(self._channel)
         self.pools = api_pb2_grpc.PoolServiceStub(self._channel)
+        self.backfills = api_pb2_grpc.BackfillServiceStub(self._channel)
 
     def call(self, method: Callable[..., T], request: object) -> T:
         return method(request, timeout=self.timeout)

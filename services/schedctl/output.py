@@ -24,6 +24,9 @@ _STATE_STYLE = {
     "queued": "yellow",
     "skipped": "magenta",
     "up_for_retry": "yellow",
+    "succeeded": "green",
+    "paused": "yellow",
+    "cancelled": "magenta",
 }
 
 
@@ -53,7 +56,12 @@ def dags_table(dags: list[pb.Dag]) -> Table:
             d.dag_id,
             "yes" if d.paused else "no",
             str(len(d.spec.tasks)),
-            d.spec.schedule or "-",
+            d.spec.schedule
+            or (
+                f"every {d.spec.schedule_interval.ToTimedelta()}"
+                if d.spec.HasField("schedule_interval")
+                else "-"
+            ),
             d.latest_version,
         )
     return table
@@ -61,6 +69,14 @@ def dags_table(dags: list[pb.Dag]) -> Table:
 
 def run_table(run: pb.DagRun) -> Table:
     state = state_name(pb.RunState, run.state, "RUN_STATE_")
+    kind = state_name(pb.RunType, run.run_type, "RUN_TYPE_")
+    details = [f"{kind} run, logical date {_time(run.logical_date)}"]
+    if run.HasField("data_interval"):
+        details.append(f"data interval {_interval(run.data_interval)}")
+    if run.backfill:
+        details.append(f"made by {run.backfill}")
+    if run.error:
+        details.append(f"error: {run.error}")
     table = Table(
         "TASK",
         "STATE",
@@ -69,7 +85,7 @@ def run_table(run: pb.DagRun) -> Table:
         "STARTED",
         "ENDED",
         title=f"{run.name}  {styled(state)}  (version {run.dag_version})",
-        caption=f"error: {run.error}" if run.error else None,
+        caption="\n".join(details),
     )
     for t in run.task_instances:
         table.add_row(
@@ -97,6 +113,66 @@ def runs_table(runs: list[pb.DagRun]) -> Table:
 
 def _time(ts: Any) -> str:
     return str(ts.ToDatetime().isoformat(timespec="milliseconds"))
+
+
+def _utc(ts: Any) -> str:
+    return str(ts.ToDatetime().isoformat(timespec="seconds")) + "Z"
+
+
+def _interval(interval: pb.DataInterval) -> str:
+    return f"{_utc(interval.start)} .. {_utc(interval.end)}"
+
+
+def intervals_table(intervals: list[pb.DataInterval]) -> Table:
+    table = Table("LOGICAL DATE (UTC)", "DATA INTERVAL END (UTC)")
+    for i in intervals:
+        table.add_row(_utc(i.start), _utc(i.end))
+    return table
+
+
+def backfill_summary(b: pb.Backfill) -> str:
+    p = b.progress
+    done = p.succeeded + p.failed + p.skipped
+    state = state_name(pb.BackfillState, b.state, "BACKFILL_STATE_")
+    return (
+        f"{b.name or 'dry run'} of dag {b.dag_id}: {state}, {done}/{p.total} done "
+        f"({p.succeeded} succeeded, {p.failed} failed, {p.skipped} skipped), {p.running} running, "
+        f"{p.pending} pending" + (f"; {b.error}" if b.error else "")
+    )
+
+
+def backfill_table(b: pb.Backfill) -> Table:
+    strategy = state_name(pb.BackfillStrategy, b.strategy, "BACKFILL_STRATEGY_")
+    reprocess = state_name(pb.ReprocessBehavior, b.reprocess, "REPROCESS_BEHAVIOR_")
+    table = Table(
+        "LOGICAL DATE (UTC)",
+        "DATA INTERVAL END (UTC)",
+        title=backfill_summary(b),
+        caption=(
+            f"{_utc(b.start_date)} .. {_utc(b.end_date)}, {strategy}, max_active_runs {b.max_active_runs}, "
+            f"chunk_size {b.chunk_size}, {'backward' if b.backward else 'forward'}, {reprocess}"
+        ),
+    )
+    for i in b.intervals:
+        table.add_row(_utc(i.start), _utc(i.end))
+    return table
+
+
+def backfills_table(backfills: list[pb.Backfill]) -> Table:
+    table = Table("BACKFILL", "DAG", "STATE", "STRATEGY", "DONE", "RUNNING", "FAILED", "RANGE (UTC)")
+    for b in backfills:
+        p = b.progress
+        table.add_row(
+            b.name,
+            b.dag_id,
+            styled(state_name(pb.BackfillState, b.state, "BACKFILL_STATE_")),
+            state_name(pb.BackfillStrategy, b.strategy, "BACKFILL_STRATEGY_"),
+            f"{p.succeeded + p.failed + p.skipped}/{p.total}",
+            str(p.running),
+            str(p.failed),
+            f"{_utc(b.start_date)} .. {_utc(b.end_date)}",
+        )
+    return table
 
 
 def leader_table(status: api_pb2.Leader) -> Table:
@@ -130,7 +206,9 @@ def workers_table(workers: list[api_pb2.Worker]) -> Table:
 
 
 def pools_table(pools: list[api_pb2.Pool]) -> Table:
-    table = Table("POOL", "SLOTS", "USED", "WAITING", "DESCRIPTION")
+    table = Table("POOL", "SLOTS", "USED", "WAITING", "BACKFILL SHARE", "DESCRIPTION")
     for p in pools:
-        table.add_row(p.pool, str(p.slots), str(p.used), str(p.waiting), p.description)
+        table.add_row(
+            p.pool, str(p.slots), str(p.used), str(p.waiting), f"{p.backfill_share:.0%}", p.description
+        )
     return table

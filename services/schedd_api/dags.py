@@ -6,6 +6,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.spec import validate_spec
+from schedd_core.timetables import schedule_key
 from schedd_store import dags, pools
 from schedd_store.records import DagRecord
 from schedd_store.requests import RequestKey
@@ -14,6 +15,7 @@ from schedd_store.requests import RequestKey
 async def register(
     engine: AsyncEngine, spec: pb.DagSpec, request: RequestKey | None = None
 ) -> tuple[DagRecord, bool]:
-    """Validate ``spec`` (raising InvalidArgument naming the field) and store it as the latest version."""
+    """Validate ``spec`` (raising InvalidArgument naming the field) and store it as the latest version;
+    a new or changed schedule wakes the leader."""
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
-    return await dags.register_dag(engine, spec, request)
+    return await dags.register_dag(engine, spec, request, schedule_key=schedule_key(spec))

@@ -11,7 +11,14 @@ import typer
 
 from schedd.v1 import api_pb2
 from schedd_api.config import ApiConfig
-from schedd_api.servicer import ClusterServicer, DagServicer, PoolServicer, RunServicer, WorkerServicer
+from schedd_api.servicer import (
+    BackfillServicer,
+    ClusterServicer,
+    DagServicer,
+    PoolServicer,
+    RunServicer,
+    WorkerServicer,
+)
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import SystemClock
 from schedd_faults import FaultPoints
@@ -27,6 +34,7 @@ SERVICES = [
     api_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
     api_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name,
     api_pb2.DESCRIPTOR.services_by_name["PoolService"].full_name,
+    api_pb2.DESCRIPTOR.services_by_name["BackfillService"].full_name,
 ]
 
 
@@ -34,10 +42,11 @@ async def serve(config: ApiConfig) -> None:
     engine = make_engine(config.database_url, pool_size=config.db_pool_size, application_name="schedd-api")
     etcd = EtcdClient(config.etcd_endpoints) if config.etcd_endpoints else None
     clock = SystemClock()
-
+    faults = FaultPoints.from_env(os.environ)
     servicers = {
-        "DagService": DagServicer(engine),
-        "RunService": RunServicer(engine, clock, FaultPoints.from_env(os.environ)),
+        "DagService": DagServicer(engine, clock),
+        "RunService": RunServicer(engine, clock, faults),
+        "BackfillService": BackfillServicer(engine, clock, faults),
         "ClusterService": ClusterServicer(engine, etcd),
         "WorkerService": WorkerServicer(engine),
         "PoolService": PoolServicer(engine),

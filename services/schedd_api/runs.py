@@ -14,6 +14,7 @@ from schedd_core.states import RunType
 from schedd_store import runs
 from schedd_store.records import RunRecord
 from schedd_store.requests import RequestKey
+from schedd_store.schedules import run_id_for
 
 
 async def trigger(
@@ -27,7 +28,8 @@ async def trigger(
     conf_bytes: int,
     request: RequestKey | None,
 ) -> RunRecord:
-    """Create a manual run. ``run_id`` defaults to ``manual__<logical date, ISO 8601>``; ``conf`` may
+    """Create a manual run. ``run_id`` defaults to ``manual__<logical date>`` (see
+    :func:`schedd_store.schedules.run_id_for`); ``conf`` may
     take at most as many bytes (``conf_bytes``, serialized) as a task's params."""
     if conf_bytes > MAX_PARAMS_BYTES:
         raise InvalidArgument("conf", f"is {conf_bytes} bytes; the limit is {MAX_PARAMS_BYTES}")
@@ -35,7 +37,7 @@ async def trigger(
     if run_id:
         check_id("run_id", run_id)
     else:
-        run_id = "manual__" + when.strftime("%Y-%m-%dT%H.%M.%S.%fZ")
+        run_id = run_id_for(RunType.MANUAL, when)
     return await runs.create_run(
         engine,
         dag_id=dag_id,

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
-from schedd_api import cluster, dags, runs, translate
+from schedd_api import backfills, cluster, dags, runs, translate
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
@@ -19,6 +19,7 @@ from schedd_core.states import TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
 from schedd_rpc.request_keys import request_key
+from schedd_store import backfills as backfill_store
 from schedd_store import control
 from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
@@ -60,8 +61,9 @@ def page(records: list[T], limit: int, translate_one: Callable[[T], M]) -> tuple
 
 
 class DagServicer(api_pb2_grpc.DagServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
         self._engine = engine
+        self._clock = clock
 
     async def RegisterDag(
         self, request: api_pb2.RegisterDagRequest, context: grpc.aio.ServicerContext
@@ -83,6 +85,13 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
         dag_id = names.parse_dag_name(request.name)
         await control.set_paused(self._engine, dag_id, False)
         return translate.dag(await dag_store.get_dag(self._engine, dag_id))
+
+    async def ListNextRuns(
+        self, request: api_pb2.ListNextRunsRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ListNextRunsResponse:
+        dag_id = names.parse_dag_name(request.name)
+        found = await backfills.next_runs(self._engine, self._clock, dag_id, request.count)
+        return api_pb2.ListNextRunsResponse(intervals=translate.intervals(found))
 
     async def ListDags(
         self, request: api_pb2.ListDagsRequest, context: grpc.aio.ServicerContext
@@ -192,14 +201,80 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     ) -> api_pb2.ListRunsResponse:
         dag_id = None if request.parent == "dags/-" else names.parse_dag_name(request.parent, "parent")
         limit = page_size(request.page_size)
-        try:
-            before = int(request.page_token) if request.page_token else 2**62
-        except ValueError:
-            raise InvalidArgument("page_token", "is not a token this server issued") from None
+        before = _keyset_token(request.page_token)
         records = await run_store.list_runs(self._engine, dag_id=dag_id, before=before, limit=limit + 1)
         items, more = page(records, limit, translate.run)
         token = str(records[len(items) - 1].pk) if more else ""
         return api_pb2.ListRunsResponse(runs=items, next_page_token=token)
+
+
+class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
+    def __init__(self, engine: AsyncEngine, clock: Clock, faults: FaultPoints | None = None) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._faults = faults
+
+    async def CreateBackfill(
+        self, request: api_pb2.CreateBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Backfill:
+        dag_id = names.parse_dag_name(request.parent, "parent")
+        record = await backfills.create(
+            self._engine,
+            self._clock,
+            dag_id,
+            request.backfill,
+            dry_run=request.dry_run,
+            request_key=None if request.dry_run else request_key(request),
+        )
+        return translate.backfill(record)
+
+    async def GetBackfill(
+        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Backfill:
+        backfill_id = names.parse_backfill_name(request.name)
+        return translate.backfill(await backfill_store.get_backfill(self._engine, backfill_id))
+
+    async def ListBackfills(
+        self, request: api_pb2.ListBackfillsRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ListBackfillsResponse:
+        dag_id = None if request.parent in ("", "dags/-") else names.parse_dag_name(request.parent, "parent")
+        limit = page_size(request.page_size)
+        before = _keyset_token(request.page_token)
+        records = await backfill_store.list_backfills(
+            self._engine, dag_id=dag_id, before=before, limit=limit + 1
+        )
+        items, more = page(records, limit, translate.backfill)
+        token = str(records[len(items) - 1].id) if more else ""
+        return api_pb2.ListBackfillsResponse(backfills=items, next_page_token=token)
+
+    async def PauseBackfill(
+        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Backfill:
+        backfill_id = names.parse_backfill_name(request.name)
+        return translate.backfill(await backfill_store.pause_backfill(self._engine, backfill_id))
+
+    async def ResumeBackfill(
+        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Backfill:
+        backfill_id = names.parse_backfill_name(request.name)
+        return translate.backfill(await backfill_store.resume_backfill(self._engine, backfill_id))
+
+    async def CancelBackfill(
+        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
+    ) -> pb.Backfill:
+        backfill_id = names.parse_backfill_name(request.name)
+        return translate.backfill(
+            await backfill_store.cancel_backfill(self._engine, backfill_id, faults=self._faults)
+        )
+
+
+def _keyset_token(token: str) -> int:
+    """The id a keyset page starts below; an empty token starts at the newest."""
+    if not token:
+        return 2**62
+    if not (token.isascii() and token.isdigit()) or len(token) > 18:
+        raise InvalidArgument("page_token", "is not a token this server issued")
+    return int(token)
 
 
 class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
@@ -239,8 +314,9 @@ class PoolServicer(api_pb2_grpc.PoolServiceServicer):
     async def SetPool(
         self, request: api_pb2.SetPoolRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Pool:
+        share = request.backfill_share if request.HasField("backfill_share") else None
         return translate.pool(
-            await pool_store.set_pool(self._engine, request.pool, request.slots, request.description)
+            await pool_store.set_pool(self._engine, request.pool, request.slots, request.description, share)
         )
 
 

@@ -7,9 +7,10 @@ from datetime import datetime
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 from schedd_coord.election import LeaderInfo
+from schedd_core.timetables import DataInterval
 from schedd_rpc import convert, names
 from schedd_store.pools import PoolRecord
-from schedd_store.records import DagRecord, RunRecord, TaskInstanceRecord
+from schedd_store.records import BackfillRecord, DagRecord, RunRecord, TaskInstanceRecord
 from schedd_store.workers import WorkerRecord
 
 
@@ -35,7 +36,7 @@ def dag_version(record: DagRecord) -> pb.DagVersion:
 
 
 def run(record: RunRecord) -> pb.DagRun:
-    return pb.DagRun(
+    message = pb.DagRun(
         name=names.run_name(record.dag_id, record.run_id),
         dag_id=record.dag_id,
         run_id=record.run_id,
@@ -49,6 +50,59 @@ def run(record: RunRecord) -> pb.DagRun:
         conf=convert.struct(record.conf),
         task_instances=[task_instance(record, t) for t in record.task_instances],
         error=record.error or "",
+    )
+    if record.data_interval_start is not None and record.data_interval_end is not None:
+        message.data_interval.CopyFrom(interval(record.data_interval_start, record.data_interval_end))
+    if record.backfill_id is not None:
+        message.backfill = names.backfill_name(record.backfill_id)
+    return message
+
+
+def interval(start: datetime, end: datetime) -> pb.DataInterval:
+    return pb.DataInterval(start=convert.ts(start), end=convert.ts(end))
+
+
+def intervals(found: list[DataInterval]) -> list[pb.DataInterval]:
+    return [interval(i.start, i.end) for i in found]
+
+
+_STRATEGY = {
+    "sequential": pb.BACKFILL_STRATEGY_SEQUENTIAL,
+    "parallel": pb.BACKFILL_STRATEGY_PARALLEL,
+    "chunked": pb.BACKFILL_STRATEGY_CHUNKED,
+}
+_REPROCESS = {
+    "skip_existing": pb.REPROCESS_BEHAVIOR_SKIP_EXISTING,
+    "rerun_failed": pb.REPROCESS_BEHAVIOR_RERUN_FAILED,
+    "rerun_all": pb.REPROCESS_BEHAVIOR_RERUN_ALL,
+}
+
+
+def backfill(record: BackfillRecord) -> pb.Backfill:
+    p = record.progress
+    return pb.Backfill(
+        name=names.backfill_name(record.id) if record.id else "",
+        dag_id=record.dag_id,
+        start_date=convert.ts(record.start_date),
+        end_date=convert.ts(record.end_date),
+        strategy=_STRATEGY[record.strategy],
+        max_active_runs=record.max_active_runs,
+        chunk_size=record.chunk_size,
+        backward=record.backward,
+        reprocess=_REPROCESS[record.reprocess],
+        state=pb.BackfillState.Value("BACKFILL_STATE_" + record.state.upper()),
+        create_time=convert.ts(record.created_at),
+        update_time=convert.ts(record.updated_at),
+        progress=pb.BackfillProgress(
+            total=p.total,
+            pending=p.pending,
+            running=p.running,
+            succeeded=p.succeeded,
+            failed=p.failed,
+            skipped=p.skipped,
+        ),
+        error=record.error or "",
+        intervals=[interval(start, end) for start, end in record.intervals],
     )
 
 
@@ -101,4 +155,5 @@ def pool(record: PoolRecord) -> api_pb2.Pool:
         description=record.description,
         used=record.used,
         waiting=record.waiting,
+        backfill_share=record.backfill_share,
     )

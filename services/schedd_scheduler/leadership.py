@@ -18,7 +18,9 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -30,12 +32,14 @@ from schedd_coord.lease import KeptLease
 from schedd_coord.members import departed_workers
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
+from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.housekeeping import Housekeeper
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.lost_attempts import LostAttemptSweeper
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
+from schedd_scheduler.schedules import ScheduleTimer
 from schedd_scheduler.timers import DeadlineTimer
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
@@ -64,6 +68,8 @@ class Replica:
         self._started = datetime.now(UTC).isoformat()
         self.token = 0
         self._sweeper: LostAttemptSweeper | None = None
+        self._schedules: ScheduleTimer | None = None
+        self._backfills: BackfillDriver | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Campaign and lead, term after term, until ``stop`` is set. etcd or PostgreSQL trouble
@@ -153,16 +159,31 @@ class Replica:
         )
         timer = DeadlineTimer(self._engine, self._pending, self._versions)
         loop.on_deadlines_changed = timer.poke
+        schedules = self._schedules = ScheduleTimer(
+            self._engine, fence, self._versions, faults=self._faults, metrics=self._metrics
+        )
+        backfills = self._backfills = BackfillDriver(
+            self._engine, fence, self._versions, faults=self._faults, metrics=self._metrics
+        )
+
+        def runs_finished(dag_ids: set[str], backfill_ids: set[int]) -> None:
+            schedules.wake(dag_ids)
+            backfills.wake(backfill_ids)
+
+        loop.on_runs_finished = runs_finished
         housekeeper = Housekeeper(fence, self._config.retention, interval=self._config.housekeeping_interval)
         work = asyncio.create_task(
-            self._leader_work(loop, self._sweeper, timer, housekeeper), name="leader-work"
+            self._leader_work(
+                loop, self._sweeper, [timer.run(), schedules.run(), backfills.run(), housekeeper.run()]
+            ),
+            name="leader-work",
         )
         timing = asyncio.create_task(self._record_failover(loop))
         try:
             outcome = await _first(work, lease.lost, stop)
         finally:
             timing.cancel()
-            self._sweeper = None
+            self._sweeper = self._schedules = self._backfills = None
         if outcome is lease.lost:
             log.warning("term %d: lease no longer trusted; stopping at once (fail-stop)", token)
             work.cancel()
@@ -191,19 +212,15 @@ class Replica:
             await self._election.resign(token)
 
     async def _leader_work(
-        self,
-        loop: SchedulingLoop,
-        sweeper: LostAttemptSweeper,
-        timer: DeadlineTimer,
-        housekeeper: Housekeeper,
+        self, loop: SchedulingLoop, sweeper: LostAttemptSweeper, others: list[Coroutine[Any, Any, None]]
     ) -> None:
-        """Run the scheduling loop with the lost-attempt sweeper, the worker watch, the deadline timer
-        and housekeeping beside it. Returns when the loop stops; the first error of any ends the term."""
+        """Run the scheduling loop with the lost-attempt sweeper, the worker watch and ``others`` (the
+        deadline timer, the schedule timer, the backfill driver, housekeeping) beside it. Returns when
+        the loop stops; the first error of any ends the term."""
         helpers = [
             asyncio.create_task(sweeper.run(), name="lost-attempts"),
             asyncio.create_task(self._watch_workers(sweeper), name="worker-watch"),
-            asyncio.create_task(timer.run(), name="deadlines"),
-            asyncio.create_task(housekeeper.run(), name="housekeeping"),
+            *(asyncio.create_task(work) for work in others),
         ]
         main = asyncio.create_task(loop.run(), name="scheduling-loop")
         try:
@@ -232,6 +249,24 @@ class Replica:
         """A registry marked attempts lost: fail them over now (when leading)."""
         if self._sweeper is not None:
             self._sweeper.wake()
+
+    def on_dag_changed(self, dag_id: str) -> None:
+        """A DAG was registered, unpaused or its run cancelled: look at its schedule now (when leading)."""
+        if self._schedules is not None:
+            self._schedules.wake([dag_id] if dag_id else [])
+
+    def on_backfill_changed(self, payload: str) -> None:
+        """A backfill was created or resumed: advance it now (when leading)."""
+        if self._backfills is not None and payload.isdigit():
+            self._backfills.wake([int(payload)])
+
+    async def on_listener_reconnected(self) -> None:
+        """Notifications may have been missed: look at every schedule due and every running backfill."""
+        self._pending.request_full_scan()
+        if self._schedules is not None:
+            self._schedules.wake()
+        if self._backfills is not None:
+            self._backfills.wake(everything=True)
 
     async def _record_failover(self, loop: SchedulingLoop) -> None:
         await loop.first_pass_done.wait()

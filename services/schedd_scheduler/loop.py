@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.planner import plan_run, plan_timeout
+from schedd_core.states import TASK_FINISHED, TaskState
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import scheduling
@@ -75,6 +76,8 @@ class SchedulingLoop:
         self.passes = 0
         #: Called after a pass that set a retry time or started a run with a timeout.
         self.on_deadlines_changed: Callable[[], None] | None = None
+        #: Called after a pass in which runs finished, with their DAGs and backfills.
+        self.on_runs_finished: Callable[[set[str], set[int]], None] | None = None
 
     def stop(self) -> None:
         """Finish the current pass, then return from :meth:`run`."""
@@ -169,6 +172,8 @@ class SchedulingLoop:
         self._pending.add(deferred)
         if outcome.deadlines_changed and self.on_deadlines_changed is not None:
             self.on_deadlines_changed()
+        if outcome.finished_dags and self.on_runs_finished is not None:
+            self.on_runs_finished(outcome.finished_dags, outcome.finished_backfills)
         self.passes += 1
         if self._metrics is not None:
             self._metrics.passes.inc()
@@ -188,25 +193,30 @@ class SchedulingLoop:
         runs = sorted(
             (r for r in runs if not r.paused), key=lambda r: (r.logical_date is None, r.logical_date)
         )
+        # A DAG's max_active_runs holds its queued runs back; a backfill's runs are held back by the
+        # backfill's own limit instead (it makes no more than that many at once).
         limited = sorted(
             {
                 r.dag_id
                 for r in runs
-                if r.state == "queued" and self._versions.graph(r.version_id).max_active_runs
+                if r.state == "queued"
+                and r.backfill_id is None
+                and self._versions.graph(r.version_id).max_active_runs
             }
         )
         running = await scheduling.running_runs(conn, limited) if limited else {}
+        past, released = await self._past(conn, runs)
         plans = []
         for run in runs:
             graph = self._versions.graph(run.version_id)
-            if run.state == "queued" and graph.max_active_runs:
+            if run.state == "queued" and run.backfill_id is None and graph.max_active_runs:
                 if running.get(run.dag_id, 0) >= graph.max_active_runs:
                     continue  # waits until a run of its DAG ends
                 running[run.dag_id] = running.get(run.dag_id, 0) + 1
             if graph.run_timeout and run.age is not None and run.age > graph.run_timeout:
                 plan = plan_timeout(graph, run.tasks)
             else:
-                plan = plan_run(graph, run.tasks)
+                plan = plan_run(graph, run.tasks, past.get(run.pk))
             if not plan.empty or run.state == "queued":
                 plans.append((run, graph, plan))
         outcome = await scheduling.apply_plans(
@@ -215,4 +225,24 @@ class SchedulingLoop:
         wake = (
             await scheduling.queued_runs(conn, sorted(outcome.finished_dags)) if outcome.finished_dags else []
         )
-        return outcome, wake, deferred
+        return outcome, wake + released, deferred
+
+    async def _past(
+        self, conn: FencedConnection, runs: list[scheduling.PlanningRun]
+    ) -> tuple[dict[int, dict[str, TaskState]], list[int]]:
+        """For the runs with depends_on_past tasks: the states those tasks have in the previous runs,
+        and the next runs to evaluate, after runs in which such a task has finished."""
+        dependent = {r.pk: self._versions.graph(r.version_id).past_dependent for r in runs}
+        dependent = {pk: tasks for pk, tasks in dependent.items() if tasks}
+        if not dependent:
+            return {}, []
+        past = await scheduling.past_states(conn, sorted(dependent), sorted(set().union(*dependent.values())))
+        finished = [
+            r.pk
+            for r in runs
+            if any(
+                r.tasks.get(t) is not None and r.tasks[t].state in TASK_FINISHED
+                for t in dependent.get(r.pk, ())
+            )
+        ]
+        return past, await scheduling.next_unfinished_runs(conn, finished)

@@ -58,8 +58,10 @@ async def serve(config: SchedulerConfig) -> None:
                 channels.RUNS: pending.add_payload,
                 channels.LOST: replica.on_lost,
                 channels.QUEUED: executor.wake,
+                channels.DAGS: replica.on_dag_changed,
+                channels.BACKFILLS: replica.on_backfill_changed,
             },
-            on_connect=pending.request_full_scan_async,
+            on_connect=replica.on_listener_reconnected,
         )
         await listener.start()
         executing = asyncio.create_task(executor.run(), name="executor")

@@ -28,6 +28,19 @@ class SchedulerMetrics:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0),
         )
 
+        self.runs_scheduled = Counter(
+            "schedd_scheduler_runs_scheduled", "Scheduled runs made for ended intervals.", registry=r
+        )
+        self.schedule_delay_seconds = Histogram(
+            "schedd_scheduler_schedule_delay_seconds",
+            "Seconds from the end of a data interval to the creation of its scheduled run.",
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 60.0, 3600.0),
+        )
+        self.backfill_runs = Counter(
+            "schedd_scheduler_backfill_runs", "Runs made or rerun for backfills.", registry=r
+        )
+
     def serve(self, address: str) -> None:
         """Serve ``/metrics`` on ``host:port`` from a background thread."""
         host, _, port = address.rpartition(":")

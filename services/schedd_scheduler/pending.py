@@ -32,9 +32,6 @@ class PendingRuns:
         self._full_scan = True
         self._wake.set()
 
-    async def request_full_scan_async(self) -> None:
-        self.request_full_scan()
-
     async def wait(self) -> None:
         await self._wake.wait()
 

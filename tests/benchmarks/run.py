@@ -10,7 +10,9 @@ clusters of the real services, and measures:
 - the same with 1,000 idle DAGs and 10,000 finished task instances present;
 - leader fail-over: kill -9 and SIGTERM, to the next scheduling pass;
 - the stack's memory (PSS of api, scheduler, registry, 2 workers and their task processes) and its
-  CPU use while idle.
+  CPU use while idle;
+- a 365-interval backfill of a 3-task no-op DAG (parallel strategy), and how late a DAG scheduled
+  every 2 seconds starts its runs meanwhile (``tests.benchmarks.backfill``).
 
 Figures are printed and written to ``bench-results.json``; nothing is asserted. Run it on an
 otherwise idle machine for figures worth comparing.
@@ -25,7 +27,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,28 +38,8 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import DevStack
 from schedd_store.engine import asyncpg_dsn
-
-NOOP = "tests.benchmarks.noop:noop"
-FAST_LEASE = {"SCHEDD_LEASE_TTL": "2", "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
-
-
-def schedctl(cluster: Cluster, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "schedctl.main", "--api", cluster.api_address, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"schedctl {' '.join(args)} failed: {result.stdout}{result.stderr}")
-    return result.stdout
-
-
-def register(cluster: Cluster, spec: dict[str, Any], workdir: Path) -> None:
-    path = workdir / f"{spec['dag_id']}.json"
-    path.write_text(json.dumps(spec))
-    schedctl(cluster, "dags", "register", str(path))
+from tests.benchmarks.backfill import measure_backfill
+from tests.benchmarks.common import FAST_LEASE, NOOP, percentile, register, schedctl
 
 
 def fan_out_spec(n: int, *, shell: bool = False) -> dict[str, Any]:
@@ -80,11 +61,6 @@ def chain_spec(n: int) -> dict[str, Any]:
 
 def fetch(cluster: Cluster, query: str, *args: object) -> list[dict[str, Any]]:
     return cluster.fetch(query, *args)
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def measure_fan_out(
@@ -267,45 +243,70 @@ def section(name: str, fn: Callable[[], dict[str, Any] | float], results: dict[s
     print(f"   {value}", flush=True)
 
 
+def measure_throughput(
+    url: str, etcd: str, workdir: Path, args: argparse.Namespace, results: dict[str, Any]
+) -> None:
+    with Cluster(url, etcd, workdir / "fanout", workers=4, worker_capacity=8, service_env=FAST_LEASE) as c:
+        section("fan_out", lambda: measure_fan_out(c, workdir, args.fan_out, runs=3), results)
+        section(
+            "fan_out_shell",
+            lambda: measure_fan_out(c, workdir, args.fan_out, runs=1, shell=True),
+            results,
+        )
+        section("single_task", lambda: measure_single_task(c, workdir, runs=10), results)
+        section("chain", lambda: measure_chain(c, workdir, args.links, "plain"), results)
+        section("chain_again", lambda: measure_chain(c, workdir, args.links, "again"), results)
+        asyncio.run(add_idle_load(url, dags=1000, finished=10_000))
+        section(
+            "chain_with_1000_idle_dags_10000_finished_tis",
+            lambda: measure_chain(c, workdir, args.links, "loaded"),
+            results,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--fan-out", type=int, default=1000)
     parser.add_argument("--links", type=int, default=100)
+    parser.add_argument("--backfill-intervals", type=int, default=365)
+    parser.add_argument(
+        "--only", default="", help="comma-separated groups: throughput, failover, footprint, backfill"
+    )
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
+    groups = set(args.only.split(",")) if args.only else {"throughput", "failover", "footprint", "backfill"}
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
     workdir = Path(tempfile.mkdtemp(prefix="schedd-bench-"))
     with DevStack(durable=True) as stack:
         env = stack.env()
         url, etcd = env["SCHEDD_DATABASE_URL"], env["SCHEDD_ETCD_ENDPOINTS"]
-        with Cluster(
-            url, etcd, workdir / "fanout", workers=4, worker_capacity=8, service_env=FAST_LEASE
-        ) as c:
-            section("fan_out", lambda: measure_fan_out(c, workdir, args.fan_out, runs=3), results)
-            section(
-                "fan_out_shell",
-                lambda: measure_fan_out(c, workdir, args.fan_out, runs=1, shell=True),
-                results,
-            )
-            section("single_task", lambda: measure_single_task(c, workdir, runs=10), results)
-            section("chain", lambda: measure_chain(c, workdir, args.links, "plain"), results)
-            section("chain_again", lambda: measure_chain(c, workdir, args.links, "again"), results)
-            asyncio.run(add_idle_load(url, dags=1000, finished=10_000))
-            section(
-                "chain_with_1000_idle_dags_10000_finished_tis",
-                lambda: measure_chain(c, workdir, args.links, "loaded"),
-                results,
-            )
-        with Cluster(url, etcd, workdir / "failover", schedulers=2, workers=2, service_env=FAST_LEASE) as c:
-            section("failover_kill9_seconds", lambda: measure_failover(c, "kill", workdir), results)
-            section("failover_sigterm_seconds", lambda: measure_failover(c, "term", workdir), results)
-        with Cluster(url, etcd, workdir / "footprint", schedulers=1, workers=2, service_env=FAST_LEASE) as c:
-            register(c, chain_spec(3), workdir)
-            schedctl(c, "runs", "trigger", "chain", "--run-id", "warm", "--wait")
-            time.sleep(5.0)  # let start-up and the warm-up run settle before measuring "idle"
-            section("footprint", lambda: measure_footprint(c, idle_seconds=10.0), results)
+        if "throughput" in groups:
+            measure_throughput(url, etcd, workdir, args, results)
+        if "failover" in groups:
+            with Cluster(
+                url, etcd, workdir / "failover", schedulers=2, workers=2, service_env=FAST_LEASE
+            ) as c:
+                section("failover_kill9_seconds", lambda: measure_failover(c, "kill", workdir), results)
+                section("failover_sigterm_seconds", lambda: measure_failover(c, "term", workdir), results)
+        if "footprint" in groups:
+            with Cluster(
+                url, etcd, workdir / "footprint", schedulers=1, workers=2, service_env=FAST_LEASE
+            ) as c:
+                register(c, chain_spec(3), workdir)
+                schedctl(c, "runs", "trigger", "chain", "--run-id", "warm", "--wait")
+                time.sleep(5.0)  # let start-up and the warm-up run settle before measuring "idle"
+                section("footprint", lambda: measure_footprint(c, idle_seconds=10.0), results)
+        if "backfill" in groups:
+            with Cluster(
+                url, etcd, workdir / "backfill", workers=4, worker_capacity=8, service_env=FAST_LEASE
+            ) as c:
+                section(
+                    "backfill_parallel",
+                    lambda: measure_backfill(c, workdir, args.backfill_intervals, max_active_runs=16),
+                    results,
+                )
     Path(args.out).write_text(json.dumps(results, indent=2, default=str))
     print(f"written to {args.out}")
 

@@ -97,6 +97,46 @@ BAD_SPECS = {
         "spec.dagrun_timeout",
         r"must be positive",
     ),
+    "a cron minute out of range": BadSpec(
+        {**BASE_SPEC, "schedule": "61 * * * *", "start_date": "2025-01-01T00:00:00Z"},
+        "spec.schedule",
+        r"'61 \* \* \* \*' is not a valid cron expression",
+    ),
+    "a cron that never fires": BadSpec(
+        {**BASE_SPEC, "schedule": "0 0 30 2 *", "start_date": "2025-01-01T00:00:00Z"},
+        "spec.schedule",
+        r"'0 0 30 2 \*' is not a valid cron expression: Bad day-of-month",
+    ),
+    "an unknown preset": BadSpec(
+        {**BASE_SPEC, "schedule": "@fortnightly", "start_date": "2025-01-01T00:00:00Z"},
+        "spec.schedule",
+        r"unknown preset '@fortnightly'",
+    ),
+    "an unknown time zone": BadSpec(
+        {
+            **BASE_SPEC,
+            "schedule": "@daily",
+            "timezone": "Mars/Olympus_Mons",
+            "start_date": "2025-01-01T00:00:00Z",
+        },
+        "spec.timezone",
+        r"unknown time zone 'Mars/Olympus_Mons'",
+    ),
+    "an end date before the start date": BadSpec(
+        {
+            **BASE_SPEC,
+            "schedule": "@daily",
+            "start_date": "2025-01-02T00:00:00Z",
+            "end_date": "2025-01-01T00:00:00Z",
+        },
+        "spec.end_date",
+        r"is before the start date",
+    ),
+    "a schedule without a start date": BadSpec(
+        {**BASE_SPEC, "schedule": "@daily"},
+        "spec.start_date",
+        r"a scheduled DAG needs a start date",
+    ),
     "a NUL in a command": BadSpec(
         {"dag_id": BASE_DAG, "tasks": [{"task_id": "a", "shell": {"command": "echo \x00"}}]},
         "spec.tasks[0].shell.command",
@@ -416,3 +456,115 @@ def test_schedctl_against_nothing_listening_exits_3() -> None:
         assert result.returncode == EXIT_UNAVAILABLE, result.stdout + result.stderr
         assert f"cannot reach the api at {address}" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+# -- schedules and backfills ---------------------------------------------------------------------------------
+
+SCHEDULED = "e2e_scheduled"
+
+
+@pytest.fixture(scope="module")
+def backfills(env: RunningCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    path = tmp_path_factory.mktemp("scheduled") / "scheduled.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {**BASE_SPEC, "dag_id": SCHEDULED, "schedule": "* * * * *", "start_date": "2025-01-01T00:00:00Z"}
+        )
+    )
+    result = env.schedctl("dags", "register", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    with grpc.insecure_channel(env.api_address) as channel:
+        yield api_pb2_grpc.BackfillServiceStub(channel)
+
+
+def _backfill(
+    start: str | None = "2025-01-01T00:00:00Z", end: str | None = "2025-01-01T01:00:00Z", **fields: Any
+) -> pb.Backfill:
+    raw: dict[str, Any] = dict(fields)
+    if start is not None:
+        raw["start_date"] = start
+    if end is not None:
+        raw["end_date"] = end
+    return json_format.ParseDict(raw, pb.Backfill())
+
+
+BAD_BACKFILLS = {
+    "no start date": (
+        SCHEDULED,
+        _backfill(start=None),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "backfill.start_date: is required",
+    ),
+    "no end date": (
+        SCHEDULED,
+        _backfill(end=None),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "backfill.end_date: is required",
+    ),
+    "end before start": (
+        SCHEDULED,
+        _backfill(end="2024-12-31T00:00:00Z"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "backfill.end_date: is before the start date",
+    ),
+    "too many intervals": (
+        SCHEDULED,
+        _backfill(end="2026-01-01T00:00:00Z"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "backfill.end_date: the range holds more than 10000 intervals",
+    ),
+    "negative max_active_runs": (
+        SCHEDULED,
+        _backfill(max_active_runs=-1),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "backfill.max_active_runs: must be between 1 and 1000",
+    ),
+    "an unknown strategy": (
+        SCHEDULED,
+        _backfill(strategy=7),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "backfill.strategy: unknown strategy 7",
+    ),
+    "a dag without a schedule": (
+        BASE_DAG,
+        _backfill(),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "has no schedule",
+    ),
+    "an unknown dag": ("ghost", _backfill(), grpc.StatusCode.NOT_FOUND, "dag 'ghost' not found"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BACKFILLS), ids=list(BAD_BACKFILLS))
+def test_bad_backfills_are_refused_and_store_nothing(env: RunningCluster, backfills: Any, case: str) -> None:
+    dag_id, request, code, message = BAD_BACKFILLS[case]
+    before = env.fetch("SELECT id FROM backfills ORDER BY id")
+    error = _rpc_error(
+        backfills.CreateBackfill, api_pb2.CreateBackfillRequest(parent=f"dags/{dag_id}", backfill=request)
+    )
+    assert (error.code(), message in error.details()) == (code, True), error.details()
+    assert env.fetch("SELECT id FROM backfills ORDER BY id") == before
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("backfills/x", "is not a backfill name"),
+        ("backfills/²", "is not a backfill name"),
+        ("runs/1", "is not a backfill name"),
+    ],
+)
+def test_malformed_backfill_names_are_invalid(backfills: Any, name: str, message: str) -> None:
+    error = _rpc_error(backfills.GetBackfill, api_pb2.GetBackfillRequest(name=name))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and message in error.details()
+    missing = _rpc_error(backfills.CancelBackfill, api_pb2.GetBackfillRequest(name="backfills/999999"))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_schedctl_refuses_a_date_it_cannot_read(env: RunningCluster, backfills: Any) -> None:
+    err = _rejected(
+        env.schedctl("backfill", "create", SCHEDULED, "--start", "yesterday", "--end", "2025-01-02")
+    )
+    assert "--start 'yesterday' is not an ISO 8601 date" in err
+    err = _rejected(env.schedctl("dags", "next-runs", SCHEDULED, "-n", "1000"), "INVALID_ARGUMENT")
+    assert "count: must be between 1 and 100" in err

@@ -157,6 +157,9 @@ def test_no_task_sees_schedds_own_settings(cluster: Cluster, tmp_path: Path) -> 
         "SCHEDD_IDEMPOTENCY_KEY",
         "SCHEDD_LOGICAL_DATE",
         "SCHEDD_RUN_ID",
+        "SCHEDD_RUN_TYPE",
+        "SCHEDD_DATA_INTERVAL_START",
+        "SCHEDD_DATA_INTERVAL_END",
         "SCHEDD_TASK_ID",
         "SCHEDD_TRY_NUMBER",
     }

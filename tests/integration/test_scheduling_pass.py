@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import FencedOut
-from schedd_store import dispatch, runs
+from schedd_store import dags, dispatch, runs
 from schedd_store.dispatch import AttemptResult
 from schedd_store.fence import raise_fence
 
@@ -245,3 +245,34 @@ async def test_a_report_with_another_try_number_is_stale_and_changes_nothing(eng
     ok = AttemptResult(**{**wrong_try.__dict__, "try_number": claimed.try_number})
     assert await dispatch.apply_results(engine, [ok]) == [dispatch.ReportStatus.APPLIED]
     assert await dispatch.apply_results(engine, [wrong_try]) == [dispatch.ReportStatus.STALE]
+
+
+async def test_depends_on_past_waits_for_the_previous_run_and_is_woken_by_it(engine: AsyncEngine) -> None:
+    dag = spec("past", {"load": []})
+    dag.tasks[0].depends_on_past = True
+    await dags.register_dag(engine, dag)
+    day = datetime(2026, 1, 1, tzinfo=UTC)
+    made = []
+    for n in (1, 2):
+        made.append(
+            await runs.create_run(
+                engine,
+                dag_id="past",
+                run_id=f"r{n}",
+                run_type="manual",
+                logical_date=day + timedelta(days=n),
+                conf={},
+            )
+        )
+    first, second = made
+    loop = await leading_loop(engine)
+    await loop.evaluate([first.pk, second.pk])
+    assert await _states(engine, "past", "r1") == {"load": "queued"}
+    assert await _states(engine, "past", "r2") == {"load": "none"}  # the previous run's load is not done
+    loop._pending.take(100)
+    await _finish_all_running(engine)
+    await loop.evaluate([first.pk])
+    _, woken = loop._pending.take(100)
+    assert second.pk in woken  # the previous run's task ended: the next run is evaluated again
+    await loop.evaluate([second.pk])
+    assert await _states(engine, "past", "r2") == {"load": "queued"}

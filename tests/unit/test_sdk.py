@@ -449,8 +449,15 @@ def test_default_args_apply_unless_a_task_sets_the_option() -> None:
     assert specs["transform"].retries == 2
     assert (specs["extract"].retries, specs["extract"].queue) == (3, "other")
     assert all(s.on_failure[0].python.target == f"{TASKS}:notify" for s in specs.values())
-    with pytest.raises(DagDefinitionError, match="unknown option 'depends_on_past'"):
-        DAG("x", default_args={"depends_on_past": True})
+    with pytest.raises(DagDefinitionError, match="unknown option 'owner'"):
+        DAG("x", default_args={"owner": "me"})
+    with DAG("y", default_args={"depends_on_past": True}) as past:
+        shell("true", task_id="waits")
+        shell("true", task_id="free", depends_on_past=False)
+    assert [(s.task_id, s.depends_on_past) for s in past.to_spec().tasks] == [
+        ("waits", True),
+        ("free", False),
+    ]
 
 
 def test_context_manager_form_and_nesting() -> None:
@@ -477,7 +484,13 @@ def test_dag_decorator() -> None:
     assert built.dag_id == "plain_dag" and built.description == "Described by\nits docstring."
     assert plain_dag() is not built and plain_dag().to_spec() == built.to_spec()
 
-    @dag(dag_id="custom", description="given", schedule="@hourly", default_args={"retries": 5})
+    @dag(
+        dag_id="custom",
+        description="given",
+        schedule="@hourly",
+        start_date=date(2024, 1, 1),
+        default_args={"retries": 5},
+    )
     def other(n: int = 1) -> None:
         for _ in range(n):
             t.left()

@@ -1,7 +1,7 @@
 """Every statement that sets a state is guarded by sources from the transition tables.
 
 Reads the SQL of ``schedd_store.statements``: each ``UPDATE ... SET state = ...`` (task instances,
-runs, attempts, workers) must have ``state = ANY(:<machine>_sources)`` (bound from the tables when
+runs, attempts, workers, backfills) must have ``state = ANY(:<machine>_sources)`` (bound from the tables when
 the statement is defined, and each bound move allowed by them) or ``state = ANY(:allowed_from)``
 (computed by the caller from the same tables) in its WHERE clause, and no state literal there. A
 new statement that writes a state any other way fails this test.
@@ -14,7 +14,13 @@ import re
 import pytest
 from sqlalchemy import TextClause
 
-from schedd_core.states import ATTEMPT_TRANSITIONS, RUN_TRANSITIONS, TASK_TRANSITIONS, WORKER_TRANSITIONS
+from schedd_core.states import (
+    ATTEMPT_TRANSITIONS,
+    BACKFILL_TRANSITIONS,
+    RUN_TRANSITIONS,
+    TASK_TRANSITIONS,
+    WORKER_TRANSITIONS,
+)
 from schedd_store import statements
 
 MACHINE_OF_TABLE = {
@@ -22,12 +28,14 @@ MACHINE_OF_TABLE = {
     "dag_runs": "run",
     "task_attempts": "attempt",
     "workers": "worker",
+    "backfills": "backfill",
 }
 TABLES = {
     "ti": TASK_TRANSITIONS,
     "run": RUN_TRANSITIONS,
     "attempt": ATTEMPT_TRANSITIONS,
     "worker": WORKER_TRANSITIONS,
+    "backfill": BACKFILL_TRANSITIONS,
 }
 #: Where one UPDATE of a statement ends: its RETURNING, the end of its CTE, or the statement's end.
 _END = re.compile(r"RETURNING|\)\s*,\s*\w+\s+AS\s*\(|\)\s*(?:SELECT|UPDATE|INSERT)\b")

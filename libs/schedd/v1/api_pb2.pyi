@@ -22,6 +22,152 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class ListNextRunsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}`"""
+    count: _builtins.int
+    """How many (default 5, at most 100)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNextRunsRequest: _TypeAlias = ListNextRunsRequest  # noqa: Y015
+
+@_typing.final
+class ListNextRunsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INTERVALS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def intervals(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.DataInterval]: ...
+    def __init__(
+        self,
+        *,
+        intervals: _abc.Iterable[_resources_pb2.DataInterval] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["intervals", b"intervals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListNextRunsResponse: _TypeAlias = ListNextRunsResponse  # noqa: Y015
+
+@_typing.final
+class CreateBackfillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_FIELD_NUMBER: _builtins.int
+    BACKFILL_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    parent: _builtins.str
+    """`dags/{dag_id}`"""
+    dry_run: _builtins.bool
+    """List the intervals without storing anything."""
+    request_id: _builtins.str
+    @_builtins.property
+    def backfill(self) -> _resources_pb2.Backfill:
+        """start_date, end_date (required), strategy, max_active_runs, chunk_size, backward, reprocess."""
+
+    def __init__(
+        self,
+        *,
+        parent: _builtins.str = ...,
+        backfill: _resources_pb2.Backfill | None = ...,
+        dry_run: _builtins.bool = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "dry_run", b"dry_run", "parent", b"parent", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateBackfillRequest: _TypeAlias = CreateBackfillRequest  # noqa: Y015
+
+@_typing.final
+class GetBackfillRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`backfills/{id}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetBackfillRequest: _TypeAlias = GetBackfillRequest  # noqa: Y015
+
+@_typing.final
+class ListBackfillsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    parent: _builtins.str
+    """`dags/{dag_id}`, or `dags/-` for all DAGs."""
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        parent: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "parent", b"parent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBackfillsRequest: _TypeAlias = ListBackfillsRequest  # noqa: Y015
+
+@_typing.final
+class ListBackfillsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BACKFILLS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def backfills(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Backfill]: ...
+    def __init__(
+        self,
+        *,
+        backfills: _abc.Iterable[_resources_pb2.Backfill] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfills", b"backfills", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBackfillsResponse: _TypeAlias = ListBackfillsResponse  # noqa: Y015
+
+@_typing.final
 class Pool(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -31,6 +177,7 @@ class Pool(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     USED_FIELD_NUMBER: _builtins.int
     WAITING_FIELD_NUMBER: _builtins.int
+    BACKFILL_SHARE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`pools/{name}`"""
     pool: _builtins.str
@@ -40,6 +187,7 @@ class Pool(_message.Message):
     """Slots taken by queued and running task instances."""
     waiting: _builtins.int
     """Task instances waiting for a slot."""
+    backfill_share: _builtins.float
     def __init__(
         self,
         *,
@@ -49,10 +197,11 @@ class Pool(_message.Message):
         description: _builtins.str = ...,
         used: _builtins.int = ...,
         waiting: _builtins.int = ...,
+        backfill_share: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "name", b"name", "pool", b"pool", "slots", b"slots", "used", b"used", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill_share", b"backfill_share", "description", b"description", "name", b"name", "pool", b"pool", "slots", b"slots", "used", b"used", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -100,21 +249,29 @@ class SetPoolRequest(_message.Message):
     POOL_FIELD_NUMBER: _builtins.int
     SLOTS_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
+    BACKFILL_SHARE_FIELD_NUMBER: _builtins.int
     pool: _builtins.str
     slots: _builtins.int
     description: _builtins.str
+    backfill_share: _builtins.float
+    """The share of the slots backfill runs may hold while other runs wait for the pool (0..1; unset
+    keeps the pool's, default 0.5). Each side may use idle slots beyond its share.
+    """
     def __init__(
         self,
         *,
         pool: _builtins.str = ...,
         slots: _builtins.int = ...,
         description: _builtins.str = ...,
+        backfill_share: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share", "backfill_share", b"backfill_share"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "pool", b"pool", "slots", b"slots"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share", "backfill_share", b"backfill_share", "description", b"description", "pool", b"pool", "slots", b"slots"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__backfill_share: _TypeAlias = _typing.Literal["backfill_share"]  # noqa: Y015
+    _WhichOneofArgType__backfill_share: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__backfill_share) -> _WhichOneofReturnType__backfill_share | None: ...
 
 Global___SetPoolRequest: _TypeAlias = SetPoolRequest  # noqa: Y015
 

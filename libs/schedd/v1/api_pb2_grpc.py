@@ -61,6 +61,11 @@ class DagServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.PauseDagRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_resources__pb2.Dag.FromString,
                 _registered_method=True)
+        self.ListNextRuns = channel.unary_unary(
+                '/schedd.v1.DagService/ListNextRuns',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListNextRunsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListNextRunsResponse.FromString,
+                _registered_method=True)
 
 
 class DagServiceServicer:
@@ -99,6 +104,13 @@ class DagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListNextRuns(self, request, context):
+        """The next data intervals of the DAG's schedule (and so the logical dates of its next runs).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +138,11 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.UnpauseDag,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.PauseDagRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_resources__pb2.Dag.SerializeToString,
+            ),
+            'ListNextRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNextRuns,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListNextRunsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListNextRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +281,325 @@ class DagService:
             '/schedd.v1.DagService/UnpauseDag',
             schedd_dot_v1_dot_api__pb2.PauseDagRequest.SerializeToString,
             schedd_dot_v1_dot_resources__pb2.Dag.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNextRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.DagService/ListNextRuns',
+            schedd_dot_v1_dot_api__pb2.ListNextRunsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListNextRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class BackfillServiceStub:
+    """Backfills: runs of a DAG for past intervals, made by the leader as the backfill's strategy says.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateBackfill = channel.unary_unary(
+                '/schedd.v1.BackfillService/CreateBackfill',
+                request_serializer=schedd_dot_v1_dot_api__pb2.CreateBackfillRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+                _registered_method=True)
+        self.GetBackfill = channel.unary_unary(
+                '/schedd.v1.BackfillService/GetBackfill',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+                _registered_method=True)
+        self.ListBackfills = channel.unary_unary(
+                '/schedd.v1.BackfillService/ListBackfills',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListBackfillsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListBackfillsResponse.FromString,
+                _registered_method=True)
+        self.PauseBackfill = channel.unary_unary(
+                '/schedd.v1.BackfillService/PauseBackfill',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+                _registered_method=True)
+        self.ResumeBackfill = channel.unary_unary(
+                '/schedd.v1.BackfillService/ResumeBackfill',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+                _registered_method=True)
+        self.CancelBackfill = channel.unary_unary(
+                '/schedd.v1.BackfillService/CancelBackfill',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+                _registered_method=True)
+
+
+class BackfillServiceServicer:
+    """Backfills: runs of a DAG for past intervals, made by the leader as the backfill's strategy says.
+    """
+
+    def CreateBackfill(self, request, context):
+        """Stores the backfill (or, with dry_run, only lists its intervals) and returns it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBackfill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBackfills(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseBackfill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeBackfill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelBackfill(self, request, context):
+        """Makes no more runs and cancels those in flight.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BackfillServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'CreateBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateBackfill,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.CreateBackfillRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.Backfill.SerializeToString,
+            ),
+            'GetBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBackfill,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.Backfill.SerializeToString,
+            ),
+            'ListBackfills': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBackfills,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListBackfillsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListBackfillsResponse.SerializeToString,
+            ),
+            'PauseBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseBackfill,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.Backfill.SerializeToString,
+            ),
+            'ResumeBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeBackfill,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.Backfill.SerializeToString,
+            ),
+            'CancelBackfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelBackfill,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetBackfillRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.Backfill.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.BackfillService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.BackfillService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class BackfillService:
+    """Backfills: runs of a DAG for past intervals, made by the leader as the backfill's strategy says.
+    """
+
+    @staticmethod
+    def CreateBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.BackfillService/CreateBackfill',
+            schedd_dot_v1_dot_api__pb2.CreateBackfillRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.BackfillService/GetBackfill',
+            schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBackfills(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.BackfillService/ListBackfills',
+            schedd_dot_v1_dot_api__pb2.ListBackfillsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListBackfillsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.BackfillService/PauseBackfill',
+            schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.BackfillService/ResumeBackfill',
+            schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelBackfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.BackfillService/CancelBackfill',
+            schedd_dot_v1_dot_api__pb2.GetBackfillRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.Backfill.FromString,
             options,
             channel_credentials,
             insecure,

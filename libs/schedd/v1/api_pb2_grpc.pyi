@@ -41,6 +41,8 @@ class DagServiceStub:
     PauseDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]
     """Pausing stops new task instances of the DAG's runs from being scheduled; running ones finish."""
     UnpauseDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]
+    ListNextRuns: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListNextRunsRequest, _api_pb2.ListNextRunsResponse]
+    """The next data intervals of the DAG's schedule (and so the logical dates of its next runs)."""
 
 @_typing.type_check_only
 class DagServiceAsyncStub(DagServiceStub):
@@ -54,6 +56,8 @@ class DagServiceAsyncStub(DagServiceStub):
     PauseDag: _aio.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]  # type: ignore[assignment]
     """Pausing stops new task instances of the DAG's runs from being scheduled; running ones finish."""
     UnpauseDag: _aio.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]  # type: ignore[assignment]
+    ListNextRuns: _aio.UnaryUnaryMultiCallable[_api_pb2.ListNextRunsRequest, _api_pb2.ListNextRunsResponse]  # type: ignore[assignment]
+    """The next data intervals of the DAG's schedule (and so the logical dates of its next runs)."""
 
 class DagServiceServicer(metaclass=_abc_1.ABCMeta):
     """DAG definitions and their versions."""
@@ -95,7 +99,94 @@ class DagServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Dag, _abc.Awaitable[_resources_pb2.Dag]]: ...
 
+    @_abc_1.abstractmethod
+    def ListNextRuns(
+        self,
+        request: _api_pb2.ListNextRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListNextRunsResponse, _abc.Awaitable[_api_pb2.ListNextRunsResponse]]:
+        """The next data intervals of the DAG's schedule (and so the logical dates of its next runs)."""
+
 def add_DagServiceServicer_to_server(servicer: DagServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class BackfillServiceStub:
+    """Backfills: runs of a DAG for past intervals, made by the leader as the backfill's strategy says."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> BackfillServiceAsyncStub: ...
+    CreateBackfill: _grpc.UnaryUnaryMultiCallable[_api_pb2.CreateBackfillRequest, _resources_pb2.Backfill]
+    """Stores the backfill (or, with dry_run, only lists its intervals) and returns it."""
+    GetBackfill: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]
+    ListBackfills: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListBackfillsRequest, _api_pb2.ListBackfillsResponse]
+    PauseBackfill: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]
+    ResumeBackfill: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]
+    CancelBackfill: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]
+    """Makes no more runs and cancels those in flight."""
+
+@_typing.type_check_only
+class BackfillServiceAsyncStub(BackfillServiceStub):
+    """Backfills: runs of a DAG for past intervals, made by the leader as the backfill's strategy says."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    CreateBackfill: _aio.UnaryUnaryMultiCallable[_api_pb2.CreateBackfillRequest, _resources_pb2.Backfill]  # type: ignore[assignment]
+    """Stores the backfill (or, with dry_run, only lists its intervals) and returns it."""
+    GetBackfill: _aio.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]  # type: ignore[assignment]
+    ListBackfills: _aio.UnaryUnaryMultiCallable[_api_pb2.ListBackfillsRequest, _api_pb2.ListBackfillsResponse]  # type: ignore[assignment]
+    PauseBackfill: _aio.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]  # type: ignore[assignment]
+    ResumeBackfill: _aio.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]  # type: ignore[assignment]
+    CancelBackfill: _aio.UnaryUnaryMultiCallable[_api_pb2.GetBackfillRequest, _resources_pb2.Backfill]  # type: ignore[assignment]
+    """Makes no more runs and cancels those in flight."""
+
+class BackfillServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Backfills: runs of a DAG for past intervals, made by the leader as the backfill's strategy says."""
+
+    @_abc_1.abstractmethod
+    def CreateBackfill(
+        self,
+        request: _api_pb2.CreateBackfillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Backfill, _abc.Awaitable[_resources_pb2.Backfill]]:
+        """Stores the backfill (or, with dry_run, only lists its intervals) and returns it."""
+
+    @_abc_1.abstractmethod
+    def GetBackfill(
+        self,
+        request: _api_pb2.GetBackfillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Backfill, _abc.Awaitable[_resources_pb2.Backfill]]: ...
+
+    @_abc_1.abstractmethod
+    def ListBackfills(
+        self,
+        request: _api_pb2.ListBackfillsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListBackfillsResponse, _abc.Awaitable[_api_pb2.ListBackfillsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def PauseBackfill(
+        self,
+        request: _api_pb2.GetBackfillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Backfill, _abc.Awaitable[_resources_pb2.Backfill]]: ...
+
+    @_abc_1.abstractmethod
+    def ResumeBackfill(
+        self,
+        request: _api_pb2.GetBackfillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Backfill, _abc.Awaitable[_resources_pb2.Backfill]]: ...
+
+    @_abc_1.abstractmethod
+    def CancelBackfill(
+        self,
+        request: _api_pb2.GetBackfillRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Backfill, _abc.Awaitable[_resources_pb2.Backfill]]:
+        """Makes no more runs and cancels those in flight."""
+
+def add_BackfillServiceServicer_to_server(servicer: BackfillServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class RunServiceStub:
     """Runs of DAGs and their task instances."""

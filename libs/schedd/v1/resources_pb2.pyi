@@ -171,6 +171,88 @@ WEIGHT_RULE_UPSTREAM: WeightRule.ValueType  # 2
 WEIGHT_RULE_ABSOLUTE: WeightRule.ValueType  # 3
 Global___WeightRule: _TypeAlias = WeightRule  # noqa: Y015
 
+class _BackfillStrategy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _BackfillStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BackfillStrategy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    BACKFILL_STRATEGY_UNSPECIFIED: _BackfillStrategy.ValueType  # 0
+    """treated as PARALLEL"""
+    BACKFILL_STRATEGY_SEQUENTIAL: _BackfillStrategy.ValueType  # 1
+    """One run at a time, in order; the backfill stops at the first run that fails."""
+    BACKFILL_STRATEGY_PARALLEL: _BackfillStrategy.ValueType  # 2
+    """Up to max_active_runs runs at once."""
+    BACKFILL_STRATEGY_CHUNKED: _BackfillStrategy.ValueType  # 3
+    """Chunks of chunk_size intervals, each chunk's runs at once; the next chunk starts only when the
+    previous one succeeded.
+    """
+
+class BackfillStrategy(_BackfillStrategy, metaclass=_BackfillStrategyEnumTypeWrapper): ...
+
+BACKFILL_STRATEGY_UNSPECIFIED: BackfillStrategy.ValueType  # 0
+"""treated as PARALLEL"""
+BACKFILL_STRATEGY_SEQUENTIAL: BackfillStrategy.ValueType  # 1
+"""One run at a time, in order; the backfill stops at the first run that fails."""
+BACKFILL_STRATEGY_PARALLEL: BackfillStrategy.ValueType  # 2
+"""Up to max_active_runs runs at once."""
+BACKFILL_STRATEGY_CHUNKED: BackfillStrategy.ValueType  # 3
+"""Chunks of chunk_size intervals, each chunk's runs at once; the next chunk starts only when the
+previous one succeeded.
+"""
+Global___BackfillStrategy: _TypeAlias = BackfillStrategy  # noqa: Y015
+
+class _ReprocessBehavior:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ReprocessBehaviorEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ReprocessBehavior.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    REPROCESS_BEHAVIOR_UNSPECIFIED: _ReprocessBehavior.ValueType  # 0
+    """treated as SKIP_EXISTING"""
+    REPROCESS_BEHAVIOR_SKIP_EXISTING: _ReprocessBehavior.ValueType  # 1
+    REPROCESS_BEHAVIOR_RERUN_FAILED: _ReprocessBehavior.ValueType  # 2
+    """Runs that failed run again (cleared); the others are left as they are."""
+    REPROCESS_BEHAVIOR_RERUN_ALL: _ReprocessBehavior.ValueType  # 3
+    """Every existing run runs again (cleared)."""
+
+class ReprocessBehavior(_ReprocessBehavior, metaclass=_ReprocessBehaviorEnumTypeWrapper):
+    """What a backfill does with an interval that has a run already."""
+
+REPROCESS_BEHAVIOR_UNSPECIFIED: ReprocessBehavior.ValueType  # 0
+"""treated as SKIP_EXISTING"""
+REPROCESS_BEHAVIOR_SKIP_EXISTING: ReprocessBehavior.ValueType  # 1
+REPROCESS_BEHAVIOR_RERUN_FAILED: ReprocessBehavior.ValueType  # 2
+"""Runs that failed run again (cleared); the others are left as they are."""
+REPROCESS_BEHAVIOR_RERUN_ALL: ReprocessBehavior.ValueType  # 3
+"""Every existing run runs again (cleared)."""
+Global___ReprocessBehavior: _TypeAlias = ReprocessBehavior  # noqa: Y015
+
+class _BackfillState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _BackfillStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BackfillState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    BACKFILL_STATE_UNSPECIFIED: _BackfillState.ValueType  # 0
+    BACKFILL_STATE_RUNNING: _BackfillState.ValueType  # 1
+    BACKFILL_STATE_PAUSED: _BackfillState.ValueType  # 2
+    """Makes no new runs until resumed; its runs in flight finish."""
+    BACKFILL_STATE_SUCCEEDED: _BackfillState.ValueType  # 3
+    BACKFILL_STATE_FAILED: _BackfillState.ValueType  # 4
+    BACKFILL_STATE_CANCELLED: _BackfillState.ValueType  # 5
+
+class BackfillState(_BackfillState, metaclass=_BackfillStateEnumTypeWrapper): ...
+
+BACKFILL_STATE_UNSPECIFIED: BackfillState.ValueType  # 0
+BACKFILL_STATE_RUNNING: BackfillState.ValueType  # 1
+BACKFILL_STATE_PAUSED: BackfillState.ValueType  # 2
+"""Makes no new runs until resumed; its runs in flight finish."""
+BACKFILL_STATE_SUCCEEDED: BackfillState.ValueType  # 3
+BACKFILL_STATE_FAILED: BackfillState.ValueType  # 4
+BACKFILL_STATE_CANCELLED: BackfillState.ValueType  # 5
+Global___BackfillState: _TypeAlias = BackfillState  # noqa: Y015
+
 @_typing.final
 class ShellCommand(_message.Message):
     """A shell command run with `/bin/sh -c`."""
@@ -289,6 +371,7 @@ class TaskSpec(_message.Message):
     ON_RETRY_FIELD_NUMBER: _builtins.int
     ON_SUCCESS_FIELD_NUMBER: _builtins.int
     TRANSACTIONAL_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_PAST_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     retries: _builtins.int
     retry_exponential_backoff: _builtins.bool
@@ -308,6 +391,10 @@ class TaskSpec(_message.Message):
     """A Python task whose database work and its own success commit in one transaction on the
     metadata database: it receives the open connection, and if its attempt is no longer current
     when it finishes, everything it wrote is rolled back. It takes effect once.
+    """
+    depends_on_past: _builtins.bool
+    """The task runs only once the same task in the previous run of its DAG (by logical date)
+    succeeded or was skipped.
     """
     @_builtins.property
     def upstream(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -359,10 +446,11 @@ class TaskSpec(_message.Message):
         on_retry: _abc.Iterable[Global___Callback] | None = ...,
         on_success: _abc.Iterable[Global___Callback] | None = ...,
         transactional: _builtins.bool = ...,
+        depends_on_past: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "env", b"env", "execution_timeout", b"execution_timeout", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "shell", b"shell", "task_id", b"task_id", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "depends_on_past", b"depends_on_past", "env", b"env", "execution_timeout", b"execution_timeout", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "shell", b"shell", "task_id", b"task_id", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
@@ -390,19 +478,28 @@ class DagSpec(_message.Message):
     PARAMS_FIELD_NUMBER: _builtins.int
     ON_FAILURE_FIELD_NUMBER: _builtins.int
     ON_SUCCESS_FIELD_NUMBER: _builtins.int
+    END_DATE_FIELD_NUMBER: _builtins.int
+    SCHEDULE_INTERVAL_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     description: _builtins.str
     schedule: _builtins.str
-    """A cron expression or preset (@daily); empty means manual runs only."""
+    """A cron expression of five fields or a preset (@hourly, @daily, @weekly, @monthly, @yearly);
+    empty (and no schedule_interval) means manual runs only.
+    """
     timezone: _builtins.str
     """IANA time zone of the schedule, e.g. "Europe/Berlin"; empty means UTC."""
     catchup: _builtins.bool
+    """Missed intervals (a pause, an outage, a past start date) each get a run when set; else only the
+    latest one does.
+    """
     max_active_runs: _builtins.int
     max_active_tasks: _builtins.int
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
     @_builtins.property
-    def start_date(self) -> _timestamp_pb2.Timestamp: ...
+    def start_date(self) -> _timestamp_pb2.Timestamp:
+        """The first data interval starts at the first schedule time at or after it. Required with a schedule."""
+
     @_builtins.property
     def dagrun_timeout(self) -> _duration_pb2.Duration: ...
     @_builtins.property
@@ -415,6 +512,14 @@ class DagSpec(_message.Message):
 
     @_builtins.property
     def on_success(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]: ...
+    @_builtins.property
+    def end_date(self) -> _timestamp_pb2.Timestamp:
+        """No interval starts after it."""
+
+    @_builtins.property
+    def schedule_interval(self) -> _duration_pb2.Duration:
+        """A fixed interval between runs (instead of a cron schedule), counted from the start date."""
+
     def __init__(
         self,
         *,
@@ -432,14 +537,42 @@ class DagSpec(_message.Message):
         params: _struct_pb2.Struct | None = ...,
         on_failure: _abc.Iterable[Global___Callback] | None = ...,
         on_success: _abc.Iterable[Global___Callback] | None = ...,
+        end_date: _timestamp_pb2.Timestamp | None = ...,
+        schedule_interval: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "params", b"params", "start_date", b"start_date"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup", b"catchup", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "params", b"params", "schedule", b"schedule", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup", b"catchup", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DagSpec: _TypeAlias = DagSpec  # noqa: Y015
+
+@_typing.final
+class DataInterval(_message.Message):
+    """The period of data a scheduled or backfill run covers, [start, end); its logical date is start."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    END_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def start(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def end(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        start: _timestamp_pb2.Timestamp | None = ...,
+        end: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DataInterval: _TypeAlias = DataInterval  # noqa: Y015
 
 @_typing.final
 class Dag(_message.Message):
@@ -598,6 +731,8 @@ class DagRun(_message.Message):
     CONF_FIELD_NUMBER: _builtins.int
     TASK_INSTANCES_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    DATA_INTERVAL_FIELD_NUMBER: _builtins.int
+    BACKFILL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
     dag_id: _builtins.str
@@ -610,6 +745,8 @@ class DagRun(_message.Message):
     """Why the run failed when the scheduler could not plan it (it failed the run instead of letting it
     stall the others); empty otherwise.
     """
+    backfill: _builtins.str
+    """`backfills/{id}` for a run made by a backfill."""
     @_builtins.property
     def logical_date(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -622,6 +759,10 @@ class DagRun(_message.Message):
     def conf(self) -> _struct_pb2.Struct: ...
     @_builtins.property
     def task_instances(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskInstance]: ...
+    @_builtins.property
+    def data_interval(self) -> Global___DataInterval:
+        """The data interval of a scheduled or backfill run (unset for a manual one)."""
+
     def __init__(
         self,
         *,
@@ -638,11 +779,129 @@ class DagRun(_message.Message):
         conf: _struct_pb2.Struct | None = ...,
         task_instances: _abc.Iterable[Global___TaskInstance] | None = ...,
         error: _builtins.str = ...,
+        data_interval: Global___DataInterval | None = ...,
+        backfill: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "end_time", b"end_time", "logical_date", b"logical_date", "start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "data_interval", b"data_interval", "end_time", b"end_time", "logical_date", b"logical_date", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "data_interval", b"data_interval", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DagRun: _TypeAlias = DagRun  # noqa: Y015
+
+@_typing.final
+class BackfillProgress(_message.Message):
+    """Runs of a backfill by where they stand."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOTAL_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    RUNNING_FIELD_NUMBER: _builtins.int
+    SUCCEEDED_FIELD_NUMBER: _builtins.int
+    FAILED_FIELD_NUMBER: _builtins.int
+    SKIPPED_FIELD_NUMBER: _builtins.int
+    total: _builtins.int
+    pending: _builtins.int
+    """Not started yet."""
+    running: _builtins.int
+    succeeded: _builtins.int
+    failed: _builtins.int
+    skipped: _builtins.int
+    """Left alone: a run existed already (REPROCESS_BEHAVIOR_SKIP_EXISTING)."""
+    def __init__(
+        self,
+        *,
+        total: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        running: _builtins.int = ...,
+        succeeded: _builtins.int = ...,
+        failed: _builtins.int = ...,
+        skipped: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failed", b"failed", "pending", b"pending", "running", b"running", "skipped", b"skipped", "succeeded", b"succeeded", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackfillProgress: _TypeAlias = BackfillProgress  # noqa: Y015
+
+@_typing.final
+class Backfill(_message.Message):
+    """A backfill: runs of one DAG for the intervals whose logical dates fall in [start_date, end_date].
+    It is stored: it survives any scheduler fail-over, and the leader makes its runs as its strategy says.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DAG_ID_FIELD_NUMBER: _builtins.int
+    START_DATE_FIELD_NUMBER: _builtins.int
+    END_DATE_FIELD_NUMBER: _builtins.int
+    STRATEGY_FIELD_NUMBER: _builtins.int
+    MAX_ACTIVE_RUNS_FIELD_NUMBER: _builtins.int
+    CHUNK_SIZE_FIELD_NUMBER: _builtins.int
+    BACKWARD_FIELD_NUMBER: _builtins.int
+    REPROCESS_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    INTERVALS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`backfills/{id}`"""
+    dag_id: _builtins.str
+    strategy: Global___BackfillStrategy.ValueType
+    max_active_runs: _builtins.int
+    """PARALLEL: runs at once (default 4)."""
+    chunk_size: _builtins.int
+    """CHUNKED: intervals per chunk (default 10)."""
+    backward: _builtins.bool
+    """Newest interval first."""
+    reprocess: Global___ReprocessBehavior.ValueType
+    state: Global___BackfillState.ValueType
+    error: _builtins.str
+    """Why it failed, when it did."""
+    @_builtins.property
+    def start_date(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def end_date(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def progress(self) -> Global___BackfillProgress: ...
+    @_builtins.property
+    def intervals(self) -> _containers.RepeatedCompositeFieldContainer[Global___DataInterval]:
+        """The intervals, in the order their runs are made (filled for a dry run only)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        dag_id: _builtins.str = ...,
+        start_date: _timestamp_pb2.Timestamp | None = ...,
+        end_date: _timestamp_pb2.Timestamp | None = ...,
+        strategy: Global___BackfillStrategy.ValueType = ...,
+        max_active_runs: _builtins.int = ...,
+        chunk_size: _builtins.int = ...,
+        backward: _builtins.bool = ...,
+        reprocess: Global___ReprocessBehavior.ValueType = ...,
+        state: Global___BackfillState.ValueType = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+        progress: Global___BackfillProgress | None = ...,
+        error: _builtins.str = ...,
+        intervals: _abc.Iterable[Global___DataInterval] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "end_date", b"end_date", "progress", b"progress", "start_date", b"start_date", "update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backward", b"backward", "chunk_size", b"chunk_size", "create_time", b"create_time", "dag_id", b"dag_id", "end_date", b"end_date", "error", b"error", "intervals", b"intervals", "max_active_runs", b"max_active_runs", "name", b"name", "progress", b"progress", "reprocess", b"reprocess", "start_date", b"start_date", "state", b"state", "strategy", b"strategy", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Backfill: _TypeAlias = Backfill  # noqa: Y015

@@ -1,0 +1,113 @@
+"""Statements: manual control (api)."""
+
+from __future__ import annotations
+
+from schedd_core.states import TASK_TRANSITIONS
+from schedd_store.statements.guards import A, R, T, _guarded, _sql
+from schedd_store.statements.scheduling import _FAILED_COLUMNS, _FAILURE_EVENTS
+
+# --- manual control (api) ----------------------------------------------------------------------------
+
+SET_PAUSED = _sql(
+    "UPDATE dags SET paused = :paused, updated_at = now() WHERE dag_id = :dag_id RETURNING dag_id"
+)
+
+UNFINISHED_RUNS_OF_DAG = _sql(
+    "SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running')"
+)
+
+LOCK_RUN = _sql(
+    "SELECT r.id, r.state, r.dag_version_id, v.spec FROM dag_runs r "
+    "JOIN dag_versions v ON v.id = r.dag_version_id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id FOR UPDATE OF r"
+)
+
+READ_RUN_WITH_SPEC = _sql(
+    "SELECT r.id, r.state, v.spec, d.paused FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "JOIN dags d ON d.dag_id = r.dag_id WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
+)
+
+RUN_TASK_STATES = _sql(
+    "SELECT id, task_id, state, worker_id, attempt_id FROM task_instances WHERE run_pk = :run_pk"
+)
+
+#: The task instances of a run, locked: a registry's claim (SKIP LOCKED) passes them by and a result or a
+#: fail-over waits, so what a manual change reads stays true until it commits.
+LOCK_RUN_TASKS = _sql(
+    "SELECT id, task_id, state, worker_id, attempt_id, queue FROM task_instances WHERE run_pk = :run_pk "
+    "ORDER BY id FOR UPDATE"
+)
+
+#: Stops the running attempts of a run (cancel) or of chosen task instances (clear, mark).
+STOP_RUNNING = _guarded(
+    "WITH failed AS ("
+    "  UPDATE task_instances SET state = :target, ended_at = now(), error = :error "
+    f"  WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING {_FAILED_COLUMNS}"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
+    "  WHERE a.attempt_id = failed.attempt_id AND a.state = ANY(:attempt_sources)"
+    f"), events AS ({_FAILURE_EVENTS}) "
+    "SELECT id, attempt_id, worker_id, (SELECT count(*) FROM events) AS events FROM failed",
+    ti=({T.RUNNING}, {T.FAILED, T.SUCCESS}),
+    attempt=({A.RUNNING}, {A.FAILED}),
+)
+
+SKIP_UNRUN = _guarded(
+    "UPDATE task_instances SET state = 'skipped', ended_at = now() "
+    "WHERE run_pk = :run_pk AND state = ANY(:ti_sources) RETURNING id",
+    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}, {T.SKIPPED}),
+)
+
+FAIL_RUN_BY_HAND = _guarded(
+    "UPDATE dag_runs SET state = 'failed', ended_at = now() "
+    "WHERE id = :run_pk AND state = ANY(:run_sources) RETURNING id",
+    run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
+)
+
+#: Resets task instances to run again: a clear. Their retries are restored (max_tries counts from the
+#: current try), and their earlier result, branch choice and losses are forgotten.
+CLEAR_TASK_INSTANCES = _guarded(
+    "UPDATE task_instances ti SET state = 'none', max_tries = ti.try_number + c.tries, "
+    "  ended_at = NULL, started_at = NULL, next_retry_at = NULL, claimed_at = NULL, worker_id = NULL, "
+    "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0 "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(id, tries) "
+    "WHERE ti.id = c.id AND ti.state = ANY(:ti_sources) RETURNING ti.id, ti.task_id",
+    ti=(TASK_TRANSITIONS[T.NONE], {T.NONE}),
+)
+
+#: A finished run whose task instances were cleared or marked runs again (an unfinished one is left as it is).
+REOPEN_RUN = _guarded(
+    "UPDATE dag_runs SET state = 'running', ended_at = NULL WHERE id = :run_pk AND state = ANY(:run_sources) "
+    "RETURNING id",
+    run=({R.SUCCESS, R.FAILED}, {R.RUNNING}),
+)
+
+SET_TASK_STATE_BY_HAND = _sql(
+    "UPDATE task_instances SET state = :target, ended_at = COALESCE(ended_at, now()), "
+    "  max_tries = CASE WHEN :target = 'failed' THEN try_number ELSE max_tries END, "
+    "  next_retry_at = NULL "
+    "WHERE id = :id AND state = ANY(:allowed_from) RETURNING id"
+)
+
+EXPLAIN_TASK = _sql(
+    "SELECT ti.id, ti.task_id, ti.state, ti.pool, ti.pool_slots, ti.try_number, ti.max_tries, "
+    "ti.next_retry_at, "
+    "ti.queue, r.id AS run_pk, r.state AS run_state, r.dag_version_id, d.paused, "
+    "(SELECT p.slots FROM pools p WHERE p.name = ti.pool) AS pool_total, "
+    "(SELECT COALESCE(sum(o.pool_slots), 0) FROM task_instances o WHERE o.state IN ('queued', 'running') "
+    "  AND o.pool = ti.pool) AS pool_used, "
+    "(SELECT count(*) FROM task_instances o WHERE o.state IN ('queued', 'running') AND o.dag_id = ti.dag_id) "
+    "  AS dag_active, "
+    "(SELECT count(*) FROM task_instances o WHERE o.state IN ('queued', 'running') AND o.dag_id = ti.dag_id "
+    "  AND o.task_id = ti.task_id) AS task_active, "
+    "(SELECT count(*) FROM dag_runs o WHERE o.state = 'running' AND o.dag_id = r.dag_id) "
+    "  AS dag_running_runs, "
+    "(SELECT count(*) FROM task_instances o WHERE o.state = 'scheduled' AND o.pool = ti.pool "
+    "  AND (-o.priority_weight, o.logical_date, o.id) < (-ti.priority_weight, ti.logical_date, ti.id)) "
+    "  AS ahead, "
+    "(SELECT count(*) FROM workers w WHERE w.state = 'active' AND ti.queue = ANY(w.queues)) AS workers "
+    "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk JOIN dags d ON d.dag_id = ti.dag_id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
+)
+
+NOW = _sql("SELECT now()")

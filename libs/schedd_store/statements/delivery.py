@@ -1,0 +1,150 @@
+"""Statements: delivery: heartbeats, lost attempts, logs, workers."""
+
+from __future__ import annotations
+
+from schedd_store.statements.guards import A, T, W, _guarded, _sql
+
+# --- delivery: heartbeats, lost attempts, logs, workers ---------------------------------------------
+
+#: Records a worker's heartbeat (one row, whatever it runs) and returns the attempts it listed that
+#: are no longer current on that worker (failed over, cleared, cancelled): the worker must stop them.
+RECORD_WORKER_HEARTBEAT = _sql(
+    "WITH seen AS ("
+    "  UPDATE workers SET heartbeat_at = now(), last_seen_at = now(), "
+    "  running = cardinality(CAST(:ti_ids AS bigint[])) WHERE worker_id = :worker_id RETURNING worker_id"
+    ") "
+    "SELECT h.attempt_id FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
+    "CAST(:try_numbers AS int[])) AS h(ti_id, attempt_id, try_number) "
+    "LEFT JOIN task_instances ti ON ti.id = h.ti_id AND ti.attempt_id = h.attempt_id "
+    "AND ti.try_number = h.try_number AND ti.state = 'running' AND ti.worker_id = :worker_id "
+    "AND NOT ti.lost_reported "
+    "WHERE ti.id IS NULL"
+)
+
+#: Marks attempts as lost for the scheduler to fail over at once: their worker said it does not run
+#: them (handed back). Conditional on the attempt, so an attempt that already finished is left alone.
+MARK_ATTEMPTS_LOST = _sql(
+    "UPDATE task_instances ti SET lost_reported = true "
+    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), CAST(:try_numbers AS int[])) "
+    "AS h(ti_id, attempt_id, try_number) "
+    "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.try_number = h.try_number "
+    "AND ti.state = 'running' RETURNING ti.id"
+)
+
+#: On a worker's hello: every attempt assigned to that worker id that it does not report running
+#: was lost (a previous incarnation, or an assignment that never arrived).
+MARK_UNREPORTED_ATTEMPTS_LOST = _sql(
+    "UPDATE task_instances SET lost_reported = true "
+    "WHERE worker_id = :worker_id AND state = 'running' AND NOT (attempt_id = ANY(CAST(:running AS uuid[]))) "
+    "RETURNING id"
+)
+
+#: How long ago the registry last heard of the worker running an attempt (its last heartbeat, or the
+#: claim if later), in seconds; and the window after which the attempt is lost: the worker's
+#: ``silence_limit`` while it holds an etcd lease (its id is in :leased; a NULL :leased means not
+#: known, and counts as held), else its ``fence_window``. Running attempts whose worker row is missing
+#: get :fallback_limit.
+_SILENCE = "EXTRACT(EPOCH FROM now() - GREATEST(w.heartbeat_at, ti.claimed_at))"
+_LIMIT = (
+    "CASE WHEN w.worker_id IS NULL THEN :fallback_limit "
+    "WHEN CAST(:leased AS text[]) IS NULL OR ti.worker_id = ANY(CAST(:leased AS text[])) "
+    "THEN w.silence_limit "
+    "ELSE LEAST(w.fence_window, w.silence_limit) END"
+)
+
+#: The leader fails over lost attempts: those their worker reported lost, and those whose worker was
+#: not heard for longer than its window (see _LIMIT). Each goes back to 'queued' with a new attempt and
+#: one more allowed try (a lost attempt does not use up a retry), or to 'failed' once it was lost
+#: :max_lost times.
+FAIL_OVER_LOST_ATTEMPTS = _guarded(
+    "WITH lost AS ("
+    "  SELECT ti.id, ti.attempt_id, CASE WHEN ti.lost_reported THEN 'not running on its worker' "
+    f"    ELSE 'worker not heard for ' || round(({_SILENCE})::numeric, 1) || 's' END AS reason "
+    "  FROM task_instances ti LEFT JOIN workers w ON w.worker_id = ti.worker_id "
+    f"  WHERE ti.state = 'running' AND (ti.lost_reported OR {_SILENCE} > {_LIMIT}) "
+    "  ORDER BY ti.id FOR UPDATE OF ti"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = 'lost', ended_at = now(), error = lost.reason "
+    "  FROM lost WHERE a.attempt_id = lost.attempt_id AND a.state = ANY(:attempt_sources)"
+    ") "
+    "UPDATE task_instances ti SET "
+    "  state = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN 'failed' ELSE 'queued' END, "
+    "  lost_attempts = ti.lost_attempts + 1, "
+    "  try_number = ti.try_number + CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN 0 ELSE 1 END, "
+    "  max_tries = ti.max_tries + CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN 0 ELSE 1 END, "
+    "  attempt_id = CASE WHEN ti.lost_attempts + 1 >= :max_lost "
+    "    THEN ti.attempt_id ELSE gen_random_uuid() END, "
+    "  queued_at = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN ti.queued_at ELSE now() END, "
+    "  ended_at = CASE WHEN ti.lost_attempts + 1 >= :max_lost THEN now() END, "
+    "  error = CASE WHEN ti.lost_attempts + 1 >= :max_lost "
+    "    THEN 'lost with its worker ' || (ti.lost_attempts + 1) || ' times: ' || lost.reason END, "
+    "  started_at = NULL, claimed_at = NULL, lost_reported = false, worker_id = NULL, fence_token = :token "
+    "FROM lost WHERE ti.id = lost.id AND ti.attempt_id = lost.attempt_id AND ti.state = ANY(:ti_sources) "
+    "RETURNING ti.id, ti.run_pk, ti.state, ti.queue, lost.reason",
+    ti=({T.RUNNING}, {T.QUEUED, T.FAILED}),
+    attempt=({A.RUNNING}, {A.LOST}),
+)
+
+#: Seconds until the first running attempt can be lost (negative: overdue); NULL when nothing runs.
+#: The leader's next check for lost attempts is due then.
+SECONDS_UNTIL_ATTEMPT_LOST = _sql(
+    f"SELECT min(CASE WHEN ti.lost_reported THEN 0 ELSE {_LIMIT} - {_SILENCE} END) "
+    "FROM task_instances ti LEFT JOIN workers w ON w.worker_id = ti.worker_id WHERE ti.state = 'running'"
+)
+
+APPEND_LOGS = _sql(
+    "INSERT INTO task_logs (ti_id, try_number, attempt_id, byte_offset, data) "
+    "SELECT ti.id, a.try_number, l.attempt_id, l.byte_offset, l.data "
+    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), CAST(:offsets AS bigint[]), "
+    "CAST(:data AS text[])) AS l(ti_id, attempt_id, byte_offset, data) "
+    "JOIN task_instances ti ON ti.id = l.ti_id "
+    "JOIN task_attempts a ON a.attempt_id = l.attempt_id AND a.ti_id = ti.id "
+    "WHERE l.byte_offset < :max_bytes"
+)
+
+READ_LOGS = _sql(
+    "SELECT byte_offset, data FROM task_logs WHERE ti_id = :ti_id AND try_number = :try_number "
+    "AND byte_offset + octet_length(data) > :offset ORDER BY byte_offset, id LIMIT 1000"
+)
+
+FIND_TASK_INSTANCE = _sql(
+    "SELECT ti.id, ti.try_number, ti.state, ti.attempt_id FROM task_instances ti "
+    "JOIN dag_runs r ON r.id = ti.run_pk "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
+)
+
+ATTEMPT_STATE = _sql("SELECT state FROM task_attempts WHERE ti_id = :ti_id AND try_number = :try_number")
+
+UPSTREAM_RESULTS = _sql(
+    "SELECT run_pk, task_id, result FROM task_instances "
+    "WHERE run_pk = ANY(:run_pks) AND task_id = ANY(:task_ids) AND result IS NOT NULL"
+)
+
+MARK_WORKER_DRAINING = _guarded(
+    "UPDATE workers SET state = 'draining', last_seen_at = now() "
+    "WHERE worker_id = :worker_id AND state = ANY(:worker_sources)",
+    worker=({W.ACTIVE}, {W.DRAINING}),
+)
+
+REQUEST_DRAIN = _sql(
+    "UPDATE workers SET drain_requested = true "
+    "WHERE worker_id = :worker_id AND state <> 'gone' RETURNING worker_id"
+)
+
+DRAIN_REQUESTED = _sql("SELECT drain_requested FROM workers WHERE worker_id = :worker_id")
+
+_WORKER_COLUMNS = (
+    "worker_id, hostname, queues, capacity, running, state, code_version, registry, registered_at, "
+    "last_seen_at"
+)
+
+LIST_WORKERS = _sql(
+    f"SELECT {_WORKER_COLUMNS} FROM workers WHERE worker_id > :after AND (:include_gone OR state <> 'gone') "
+    "ORDER BY worker_id LIMIT :limit"
+)
+
+GET_WORKER = _sql(f"SELECT {_WORKER_COLUMNS} FROM workers WHERE worker_id = :worker_id")
+
+QUEUE_DEPTHS = _sql(
+    "SELECT queue, count(*) AS depth FROM task_instances WHERE state = 'queued' GROUP BY queue"
+)

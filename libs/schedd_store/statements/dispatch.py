@@ -1,0 +1,116 @@
+"""Statements: dispatch (registry)."""
+
+from __future__ import annotations
+
+from schedd_store import channels
+from schedd_store.statements.guards import A, T, W, _guarded, _sql
+
+# --- dispatch (registry) ---------------------------------------------------------------------------
+
+#: Claims queued task instances of the given queues for the workers in :slots (a worker id per free
+#: slot; the first slots get the most important task instances), highest priority first, oldest
+#: logical date first among equals. SKIP LOCKED lets several registries claim side by side without
+#: ever handing out one attempt twice. Records each attempt in task_attempts.
+CLAIM_TASK_INSTANCES = _guarded(
+    "WITH claimable AS ("
+    "  SELECT id, row_number() OVER (ORDER BY priority_weight DESC, logical_date, id) AS n FROM ("
+    "    SELECT id, priority_weight, logical_date FROM task_instances "
+    "    WHERE state = 'queued' AND queue = ANY(:queues) ORDER BY priority_weight DESC, logical_date, id "
+    "    LIMIT cardinality(CAST(:slots AS text[])) FOR UPDATE SKIP LOCKED) AS q"
+    "), slots AS ("
+    "  SELECT worker_id, n FROM unnest(CAST(:slots AS text[])) WITH ORDINALITY AS s(worker_id, n)"
+    "), claimed AS ("
+    "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
+    "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
+    "  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) "
+    "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.try_number, ti.attempt_id, ti.worker_id"
+    "), recorded AS ("
+    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state) "
+    "  SELECT attempt_id, id, try_number, worker_id, 'running' FROM claimed"
+    ") "
+    "SELECT c.id, c.task_id, c.try_number, c.attempt_id, c.run_pk, c.worker_id, r.dag_id, r.run_id, "
+    "r.logical_date, r.dag_version_id, r.conf, r.run_type, r.data_interval_start, r.data_interval_end, "
+    "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
+    "AS run_has_results "
+    "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk",
+    ti=({T.QUEUED}, {T.RUNNING}),
+)
+
+#: Applies a batch of attempt results. Each row changes only while its attempt is current and
+#: running; the attempt's history row changes with it. Returns the rows applied.
+APPLY_RESULTS = _guarded(
+    "WITH r AS ("
+    "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
+    "  CAST(:try_numbers AS int[]), CAST(:targets AS text[]), CAST(:exit_codes AS int[]), "
+    "  CAST(:errors AS text[]), CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), "
+    "  CAST(:results AS jsonb[])) "
+    "  AS r(ti_id, attempt_id, try_number, target, exit_code, error, started_at, ended_at, result)"
+    "), locked AS ("
+    "  SELECT id FROM task_instances WHERE id IN (SELECT ti_id FROM r) ORDER BY id FOR UPDATE"
+    "), applied AS ("
+    "  UPDATE task_instances ti SET "
+    "  state = CASE WHEN r.target = 'failed' AND ti.try_number < ti.max_tries THEN 'up_for_retry' "
+    "    ELSE r.target END, "
+    "  next_retry_at = NULL, "
+    "  follow = CASE WHEN ti.is_branch AND r.target = 'success' THEN CASE jsonb_typeof(r.result) "
+    "    WHEN 'string' THEN ARRAY[r.result #>> '{}'] "
+    "    WHEN 'array' THEN ARRAY(SELECT jsonb_array_elements_text(r.result)) "
+    "    ELSE ARRAY[]::text[] END END, "
+    "  started_at = COALESCE(r.started_at, ti.started_at), "
+    "  ended_at = r.ended_at, exit_code = r.exit_code, "
+    "  error = NULLIF(r.error, ''), result = r.result "
+    "  FROM r JOIN locked ON locked.id = r.ti_id "
+    "  WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.try_number = r.try_number "
+    "  AND ti.state = ANY(:ti_sources) "
+    "  RETURNING ti.id, ti.run_pk, ti.attempt_id, ti.state, ti.callback_events, ti.dag_id, ti.task_id, "
+    "  ti.try_number, ti.error"
+    "), callbacks AS ("
+    "  INSERT INTO outbox (topic, payload) "
+    "  SELECT 'task_callback', jsonb_build_object('event', e.event, 'ti_id', applied.id, 'run_pk', "
+    "    applied.run_pk, 'dag_id', applied.dag_id, 'task_id', applied.task_id, 'try_number', "
+    "    applied.try_number, 'error', applied.error) "
+    "  FROM applied CROSS JOIN LATERAL (SELECT CASE applied.state WHEN 'success' THEN 'success' "
+    "    WHEN 'failed' THEN 'failure' WHEN 'up_for_retry' THEN 'retry' END AS event) e "
+    "  WHERE e.event = ANY(applied.callback_events) RETURNING id"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = r.target, started_at = COALESCE(r.started_at, a.started_at), "
+    "  ended_at = r.ended_at, exit_code = r.exit_code, "
+    "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
+    "  WHERE a.attempt_id = r.attempt_id AND a.state = ANY(:attempt_sources)"
+    ") "
+    f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text), "
+    f"(SELECT count(*) FROM callbacks) AS callbacks FROM applied",
+    ti=({T.RUNNING}, {T.SUCCESS, T.FAILED, T.UP_FOR_RETRY}),
+    attempt=({A.RUNNING}, {A.SUCCESS, A.FAILED}),
+)
+
+#: The recorded outcome of attempts (the whole attempt: id and try number), to tell a repeated report
+#: from a stale one.
+ATTEMPT_OUTCOMES = _sql(
+    "SELECT a.attempt_id, a.state FROM task_attempts a "
+    "JOIN unnest(CAST(:ids AS uuid[]), CAST(:try_numbers AS int[])) AS r(attempt_id, try_number) "
+    "ON a.attempt_id = r.attempt_id AND a.try_number = r.try_number"
+)
+
+#: Records a connecting worker with the windows its registry granted it (see FAIL_OVER_LOST_ATTEMPTS).
+UPSERT_WORKER = _guarded(
+    "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, incarnation, "
+    "registered_at, last_seen_at, heartbeat_at, fence_window, silence_limit) VALUES (:worker_id, :hostname, "
+    ":queues, :capacity, :code_version, 'active', :registry, :incarnation, now(), now(), now(), "
+    ":fence_window, :silence_limit) ON CONFLICT (worker_id) DO UPDATE SET "
+    "hostname = EXCLUDED.hostname, queues = EXCLUDED.queues, capacity = EXCLUDED.capacity, "
+    "code_version = EXCLUDED.code_version, registry = EXCLUDED.registry, last_seen_at = now(), "
+    "heartbeat_at = now(), fence_window = EXCLUDED.fence_window, silence_limit = EXCLUDED.silence_limit, "
+    "drain_requested = workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation, "
+    "state = CASE WHEN workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation "
+    "  THEN 'draining' ELSE 'active' END, "
+    "incarnation = EXCLUDED.incarnation WHERE workers.state = ANY(:worker_sources) "
+    "RETURNING drain_requested",
+    worker=(set(W), {W.ACTIVE, W.DRAINING}),
+)
+
+MARK_WORKER_GONE = _guarded(
+    "UPDATE workers SET state = 'gone', last_seen_at = now() WHERE worker_id = :worker_id "
+    "AND registry = :registry AND state = ANY(:worker_sources)",
+    worker=({W.ACTIVE, W.DRAINING}, {W.GONE}),
+)

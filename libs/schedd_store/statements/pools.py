@@ -1,0 +1,30 @@
+"""Statements: pools."""
+
+from __future__ import annotations
+
+from schedd_store.statements.guards import _sql
+
+# --- pools -----------------------------------------------------------------------------------------
+
+LIST_POOL_SIZES = _sql("SELECT name, slots FROM pools ORDER BY name")
+
+LIST_POOLS = _sql(
+    "SELECT p.name, p.slots, p.description, p.backfill_share, "
+    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
+    "  AND t.pool = p.name), 0) AS used, "
+    "(SELECT count(*) FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name) AS waiting "
+    "FROM pools p ORDER BY p.name"
+)
+
+#: Creates or resizes a pool; a NULL :backfill_share keeps the pool's (0.5 for a new pool).
+SET_POOL = _sql(
+    "INSERT INTO pools (name, slots, description, backfill_share) "
+    "VALUES (:name, :slots, :description, COALESCE(CAST(:backfill_share AS float8), 0.5)) "
+    "ON CONFLICT (name) DO UPDATE SET slots = EXCLUDED.slots, description = EXCLUDED.description, "
+    "backfill_share = COALESCE(CAST(:backfill_share AS float8), pools.backfill_share)"
+)
+
+#: Runs with task instances waiting in a pool: evaluated again when the pool grows.
+RUNS_WAITING_IN_POOL = _sql(
+    "SELECT DISTINCT run_pk FROM task_instances WHERE state = 'scheduled' AND pool = :name"
+)

@@ -1,0 +1,42 @@
+"""Statements: runs."""
+
+from __future__ import annotations
+
+from schedd_store import channels
+from schedd_store.statements.guards import _sql
+
+# --- runs ------------------------------------------------------------------------------------------
+
+#: Creates a run pinned to the DAG's latest version and wakes the scheduler. Zero rows: the DAG does not
+#: exist. A taken run id or (for scheduled and backfill runs) logical date violates a unique constraint
+#: (dag_runs_dag_run_id_key, dag_runs_dag_logical_date_key), mapped to a domain error by the caller.
+INSERT_RUN = _sql(
+    "WITH run AS ("
+    "  INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date, conf) "
+    "  SELECT d.dag_id, :run_id, d.latest_version_id, :run_type, 'queued', :logical_date, "
+    "  CAST(:conf AS jsonb) FROM dags d WHERE d.dag_id = :dag_id RETURNING id"
+    f") SELECT id, pg_notify('{channels.RUNS}', id::text) FROM run"
+)
+
+_RUN_COLUMNS = (
+    "r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at, "
+    "r.started_at, r.ended_at, r.error, r.data_interval_start, r.data_interval_end, r.backfill_id, "
+    "v.version_hash"
+)
+
+GET_RUN = _sql(
+    f"SELECT {_RUN_COLUMNS} FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
+)
+
+LIST_RUNS = _sql(
+    f"SELECT {_RUN_COLUMNS} FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "WHERE (CAST(:dag_id AS text) IS NULL OR r.dag_id = :dag_id) AND r.id < :before "
+    "ORDER BY r.id DESC LIMIT :limit"
+)
+
+LIST_TASK_INSTANCES = _sql(
+    "SELECT task_id, state, try_number, max_tries, attempt_id, worker_id, queued_at, started_at, "
+    "ended_at, exit_code, error, priority_weight, pool, queue "
+    "FROM task_instances WHERE run_pk = :run_pk ORDER BY id"
+)

@@ -1,0 +1,263 @@
+"""Statements: scheduling (leader only, fenced)."""
+
+from __future__ import annotations
+
+from schedd_store import channels
+from schedd_store.statements.guards import A, R, T, _guarded, _sql
+
+# --- scheduling (leader only, fenced) --------------------------------------------------------------
+
+#: Where a task instance a pass queues comes from (a lost attempt's RUNNING -> QUEUED is the
+#: sweeper's, not a pass's).
+_READY = {T.NONE, T.SCHEDULED, T.UP_FOR_RETRY}
+
+UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
+
+#: Locks the unfinished runs among :run_pks to evaluate in this pass and reads their task instances in
+#: one round trip (a run without task instances yet comes back as one row with NULL task columns):
+#: the run with the oldest logical date, whatever its size (so every run is reached), and then the
+#: smallest runs whose task counts add up to at most :budget (so a flood of large runs never holds
+#: back a small one for more than one pass). Every row also carries ``deferred``: the unfinished runs
+#: among :run_pks left for a later pass.
+LOCK_RUNS_AND_LOAD_TASKS = _sql(
+    "WITH candidates AS ("
+    "  SELECT r.id, v.task_count, row_number() OVER (ORDER BY r.logical_date, r.id) AS age "
+    "  FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "  WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running')"
+    "), ranked AS ("
+    "  SELECT id, age, task_count, "
+    "  sum(task_count) FILTER (WHERE age > 1) OVER (ORDER BY task_count, age) AS upto FROM candidates"
+    "), chosen AS (SELECT id FROM ranked WHERE age = 1 OR upto - task_count < :budget) "
+    "SELECT r.id AS run_pk, r.dag_id, r.dag_version_id, r.state AS run_state, r.logical_date AS run_date, "
+    "r.backfill_id, "
+    "(SELECT array_agg(k.id) FROM ranked k WHERE k.age > 1 AND k.upto - k.task_count >= :budget) "
+    "AS deferred, "
+    "EXTRACT(EPOCH FROM now() - r.started_at) AS run_age, d.paused, "
+    "ti.id, ti.task_id, ti.state, ti.follow, ti.try_number, "
+    "COALESCE(ti.next_retry_at <= now(), false) AS retry_due, "
+    "(ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL) AS retry_unscheduled "
+    "FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id LEFT JOIN task_instances ti ON ti.run_pk = r.id "
+    "WHERE r.id IN (SELECT id FROM chosen) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
+)
+
+#: Materialises task instances of runs, each already in its planned first state. Instances
+#: created 'queued' get their first attempt (try 1, a fresh attempt id) in the same statement.
+INSERT_TASK_INSTANCES = _sql(
+    "INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, max_tries, priority_weight, "
+    "pool, pool_slots, queue, is_branch, callback_events, try_number, attempt_id, queued_at, ended_at, "
+    "fence_token, backfill) "
+    "SELECT r.run_pk, run.dag_id, run.logical_date, r.task_id, r.state, r.max_tries, r.priority_weight, "
+    "r.pool, r.pool_slots, r.queue, r.is_branch, "
+    "CASE WHEN r.events = '' THEN '{}'::text[] ELSE string_to_array(r.events, ',') END, "
+    "CASE WHEN r.state = 'queued' THEN 1 ELSE 0 END, "
+    "CASE WHEN r.state = 'queued' THEN gen_random_uuid() END, "
+    "CASE WHEN r.state = 'queued' THEN now() END, "
+    "CASE WHEN r.state IN ('skipped', 'upstream_failed') THEN now() END, :token, run.backfill_id IS NOT NULL "
+    "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:states AS text[]), "
+    "CAST(:max_tries AS int[]), CAST(:weights AS int[]), CAST(:pools AS text[]), CAST(:slots AS int[]), "
+    "CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) WITH ORDINALITY "
+    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch, events, n) "
+    "JOIN dag_runs run ON run.id = r.run_pk ORDER BY r.n "
+    "RETURNING id, queue, state"
+)
+
+#: Dependencies met, waiting for a pool slot or a concurrency limit.
+SCHEDULE_TASK_INSTANCES = _guarded(
+    "UPDATE task_instances SET state = 'scheduled', fence_token = :token "
+    "WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING id",
+    ti=({T.NONE, T.UP_FOR_RETRY}, {T.SCHEDULED}),
+)
+
+#: Sets when failed attempts retry (per task instance, computed by the leader from the retry policy).
+SET_RETRY_TIMES = _sql(
+    "UPDATE task_instances ti SET next_retry_at = now() + make_interval(secs => d.delay), "
+    "fence_token = :token "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:delays AS float8[])) AS d(id, delay) "
+    "WHERE ti.id = d.id AND ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL RETURNING ti.id"
+)
+
+#: The next retry time after now (or the earliest overdue), and the runs whose retries are due.
+NEXT_RETRY = _sql(
+    "SELECT EXTRACT(EPOCH FROM (min(next_retry_at) - now())) FROM task_instances WHERE state = 'up_for_retry'"
+)
+
+DUE_RETRY_RUNS = _sql(
+    "SELECT DISTINCT run_pk FROM task_instances WHERE state = 'up_for_retry' AND next_retry_at <= now()"
+)
+
+#: Pool sizes, their backfill shares, the slots their queued and running task instances hold (and of
+#: those, the backfills'), for the given pools and for every pool that has task instances waiting;
+#: ``waiting`` and ``backfills_waiting`` say whether any of the other runs' or of backfill runs' wait.
+POOL_CAPACITY = _sql(
+    "SELECT p.name, p.slots, p.backfill_share, "
+    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
+    "  AND t.pool = p.name), 0) AS used, "
+    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
+    "  AND t.pool = p.name AND t.backfill), 0) AS backfill_used, "
+    "EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name "
+    "  AND NOT w.backfill) AS waiting, "
+    "EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name "
+    "  AND w.backfill) AS backfills_waiting "
+    "FROM pools p WHERE p.name = ANY(:pools) "
+    "OR EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name)"
+)
+
+#: Task instances of one lane (backfill runs' or the others') waiting in a pool, in admission order,
+#: after a keyset position.
+WAITING_IN_POOL = _sql(
+    "SELECT ti.id, ti.dag_id, ti.task_id, ti.pool, ti.pool_slots, ti.priority_weight, ti.logical_date, "
+    "ti.queue, ti.backfill, r.dag_version_id FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
+    "JOIN dags d ON d.dag_id = ti.dag_id "
+    "WHERE ti.state = 'scheduled' AND ti.pool = :pool AND ti.backfill = :backfill AND NOT d.paused "
+    "AND (-ti.priority_weight, ti.logical_date, ti.id) > (:after_priority, :after_date, :after_id) "
+    "ORDER BY ti.priority_weight DESC, ti.logical_date, ti.id LIMIT :limit"
+)
+
+ACTIVE_TASKS_OF_DAGS = _sql(
+    "SELECT dag_id, count(*) AS active FROM task_instances WHERE state IN ('queued', 'running') "
+    "AND dag_id = ANY(:dag_ids) GROUP BY dag_id"
+)
+
+ACTIVE_INSTANCES_OF_TASKS = _sql(
+    "SELECT dag_id, task_id, count(*) AS active FROM task_instances WHERE state IN ('queued', 'running') "
+    "AND dag_id = ANY(:dag_ids) AND task_id = ANY(:task_ids) GROUP BY dag_id, task_id"
+)
+
+#: For depends_on_past: the state of each given task in the previous run (by logical date) of each given
+#: run's DAG; 'none' for a task without a task instance in a previous run that has not finished, and no
+#: row where nothing holds the task back (a first run, or a finished previous run without the task).
+PAST_TASK_STATES = _sql(
+    "SELECT q.run_pk, t.task_id, COALESCE(ti.state, 'none') AS state "
+    "FROM unnest(CAST(:run_pks AS bigint[])) AS q(run_pk) JOIN dag_runs r ON r.id = q.run_pk "
+    "CROSS JOIN LATERAL (SELECT p.id, p.state FROM dag_runs p WHERE p.dag_id = r.dag_id "
+    "  AND p.logical_date < r.logical_date ORDER BY p.logical_date DESC LIMIT 1) AS prev "
+    "CROSS JOIN unnest(CAST(:task_ids AS text[])) AS t(task_id) "
+    "LEFT JOIN task_instances ti ON ti.run_pk = prev.id AND ti.task_id = t.task_id "
+    "WHERE ti.id IS NOT NULL OR prev.state IN ('queued', 'running')"
+)
+
+#: The unfinished run that follows each given run of its DAG (by logical date): its depends_on_past
+#: tasks may run now.
+NEXT_UNFINISHED_RUNS = _sql(
+    "SELECT DISTINCT nxt.id FROM unnest(CAST(:run_pks AS bigint[])) AS q(run_pk) "
+    "JOIN dag_runs r ON r.id = q.run_pk "
+    "CROSS JOIN LATERAL (SELECT n.id, n.state FROM dag_runs n WHERE n.dag_id = r.dag_id "
+    "  AND n.logical_date > r.logical_date ORDER BY n.logical_date LIMIT 1) AS nxt "
+    "WHERE nxt.state IN ('queued', 'running')"
+)
+
+#: Running runs of DAGs, for their max_active_runs; a backfill's runs do not count (the backfill's own
+#: max_active_runs limits them).
+RUNNING_RUNS_OF_DAGS = _sql(
+    "SELECT dag_id, count(*) AS running FROM dag_runs WHERE state = 'running' AND dag_id = ANY(:dag_ids) "
+    "AND backfill_id IS NULL GROUP BY dag_id"
+)
+
+#: Queued runs of the given DAGs, oldest logical date first: woken when a run of their DAG ends.
+QUEUED_RUNS_OF_DAGS = _sql(
+    "SELECT id FROM dag_runs WHERE state = 'queued' AND dag_id = ANY(:dag_ids) "
+    "ORDER BY logical_date LIMIT 1000"
+)
+
+#: Running runs and how long they have been running, for the leader's run-timeout timer.
+RUNNING_RUN_AGES = _sql(
+    "SELECT id, dag_version_id, EXTRACT(EPOCH FROM now() - started_at) AS age FROM dag_runs "
+    "WHERE state = 'running' AND started_at IS NOT NULL"
+)
+
+#: Starts a new attempt: next try number, a fresh attempt id.
+QUEUE_TASK_INSTANCES = _guarded(
+    "UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
+    "attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
+    "claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
+    "error = NULL, fence_token = :token "
+    "WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING id, queue",
+    ti=(_READY, {T.QUEUED}),
+)
+
+#: QUEUE_TASK_INSTANCES and RECORD_PASS in one round trip: queues the task instances, appends the pass
+#: to the log, and wakes the registries for their queues and for :queues (queued by other statements).
+QUEUE_AND_RECORD_PASS = _guarded(
+    "WITH q AS ("
+    "  UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
+    "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
+    "  claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
+    "  error = NULL, fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:ti_sources) "
+    "  RETURNING id, queue"
+    "), pass AS ("
+    "  INSERT INTO scheduler_passes (token, runs, queued) "
+    "  SELECT :token, :runs, :queued_before + count(*) FROM q"
+    "), woken AS ("
+    "  SELECT queue FROM q UNION SELECT unnest(CAST(:queues AS text[]))"
+    ") "
+    f"SELECT q.id, q.queue, (SELECT count(pg_notify('{channels.QUEUED}', queue)) FROM woken) AS woken FROM q",
+    ti=(_READY, {T.QUEUED}),
+)
+
+#: Moves task instances that will not run to a finished state (skipped, upstream_failed).
+FINISH_UNRUN_TASK_INSTANCES = _sql(
+    "UPDATE task_instances SET state = :target, ended_at = now(), fence_token = :token "
+    "WHERE id = ANY(:ids) AND state = ANY(:allowed_from) RETURNING id"
+)
+
+#: Fails running attempts the scheduler stops (the run timed out or was cancelled); their workers'
+#: next heartbeat is answered with a cancellation.
+#: The outbox rows of 'failure' callbacks for the task instances in the CTE ``failed`` (columns
+#: _FAILED_COLUMNS) that ended failed.
+_FAILED_COLUMNS = (
+    "id, attempt_id, worker_id, state, run_pk, dag_id, task_id, try_number, error, callback_events"
+)
+_FAILURE_EVENTS = (
+    "INSERT INTO outbox (topic, payload) SELECT 'task_callback', jsonb_build_object('event', 'failure', "
+    "'ti_id', failed.id, 'run_pk', failed.run_pk, 'dag_id', failed.dag_id, 'task_id', failed.task_id, "
+    "'try_number', failed.try_number, 'error', failed.error) FROM failed "
+    "WHERE failed.state = 'failed' AND 'failure' = ANY(failed.callback_events) RETURNING id"
+)
+
+FAIL_RUNNING_TASK_INSTANCES = _guarded(
+    "WITH failed AS ("
+    "  UPDATE task_instances SET state = 'failed', ended_at = now(), error = :error, "
+    "  fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:ti_sources) "
+    f"  RETURNING {_FAILED_COLUMNS}"
+    "), history AS ("
+    "  UPDATE task_attempts a SET state = 'failed', ended_at = now(), error = :error FROM failed "
+    "  WHERE a.attempt_id = failed.attempt_id AND a.state = ANY(:attempt_sources)"
+    f"), events AS ({_FAILURE_EVENTS}) "
+    "SELECT id, (SELECT count(*) FROM events) AS events FROM failed",
+    ti=({T.RUNNING}, {T.FAILED}),
+    attempt=({A.RUNNING}, {A.FAILED}),
+)
+
+#: Fails a run the leader cannot plan (its pass raised on it alone), with the reason, and skips what
+#: has not run: the one bad run ends instead of stalling every other. Running attempts finish.
+QUARANTINE_RUN = _guarded(
+    "WITH run AS ("
+    "  UPDATE dag_runs SET state = 'failed', ended_at = now(), error = :error, fence_token = :token "
+    "  WHERE id = :run_pk AND state = ANY(:run_sources) RETURNING id"
+    "), skipped AS ("
+    "  UPDATE task_instances SET state = 'skipped', ended_at = now(), fence_token = :token "
+    "  WHERE run_pk IN (SELECT id FROM run) AND state = ANY(:ti_sources) RETURNING id"
+    ") SELECT id, (SELECT count(*) FROM skipped) AS skipped FROM run",
+    run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
+    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}, {T.SKIPPED}),
+)
+
+START_RUNS = _guarded(
+    "UPDATE dag_runs SET state = 'running', started_at = COALESCE(started_at, now()), fence_token = :token "
+    "WHERE id = ANY(:run_pks) AND state = ANY(:run_sources)",
+    run=({R.QUEUED}, {R.RUNNING}),
+)
+
+FINISH_RUN = _sql(
+    "UPDATE dag_runs SET state = :target, ended_at = now(), fence_token = :token "
+    "WHERE id = :run_pk AND state = ANY(:allowed_from) RETURNING id"
+)
+
+NOTIFY = _sql("SELECT pg_notify(:channel, :payload)")
+
+#: Appends to the pass log and wakes the registries for the queues that got work: the last statement
+#: of every scheduling pass that changed anything.
+RECORD_PASS = _sql(
+    "WITH pass AS (INSERT INTO scheduler_passes (token, runs, queued) VALUES (:token, :runs, :queued)) "
+    f"SELECT pg_notify('{channels.QUEUED}', q) FROM unnest(CAST(:queues AS text[])) AS q"
+)

@@ -1,0 +1,99 @@
+"""``schedctl workers``, ``schedctl pools`` and ``schedctl leader``: the cluster's parts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from schedctl import output
+from schedctl.cli import (
+    OutputOption,
+    app,
+    call,
+    show,
+    state,
+    use_format,
+)
+from schedd.v1 import api_pb2
+
+workers_app = typer.Typer(help="Inspect and drain workers.", no_args_is_help=True)
+pools_app = typer.Typer(help="List and size pools.", no_args_is_help=True)
+app.add_typer(workers_app, name="workers")
+app.add_typer(pools_app, name="pools")
+
+
+@workers_app.command("list")
+def workers_list(
+    all_workers: Annotated[bool, typer.Option("--all", help="include workers that left")] = False,
+    output_format: OutputOption = None,
+) -> None:
+    """List workers with their queues, load and last heartbeat."""
+    use_format(output_format)
+    workers: list[api_pb2.Worker] = []
+    token = ""
+    while True:
+        resp = call(
+            state.client.workers.ListWorkers,
+            api_pb2.ListWorkersRequest(page_size=500, page_token=token, include_gone=all_workers),
+        )
+        assert isinstance(resp, api_pb2.ListWorkersResponse)
+        workers.extend(resp.workers)
+        token = resp.next_page_token
+        if not token:
+            break
+    show(workers, output.workers_table(workers))
+
+
+@workers_app.command("drain")
+def workers_drain(
+    worker_id: Annotated[str, typer.Argument(help="the worker's id")],
+    output_format: OutputOption = None,
+) -> None:
+    """Ask a worker to stop taking work, finish (or hand back) what it runs, and exit."""
+    use_format(output_format)
+    resp = call(state.client.workers.DrainWorker, api_pb2.DrainWorkerRequest(name=f"workers/{worker_id}"))
+    assert isinstance(resp, api_pb2.Worker)
+    show(resp, f"drain requested for worker {resp.worker_id} ({resp.running} attempts running)")
+
+
+@pools_app.command("list")
+def pools_list(output_format: OutputOption = None) -> None:
+    """List pools with their size, the slots in use and the task instances waiting."""
+    use_format(output_format)
+    resp = call(state.client.pools.ListPools, api_pb2.ListPoolsRequest())
+    assert isinstance(resp, api_pb2.ListPoolsResponse)
+    show(list(resp.pools), output.pools_table(list(resp.pools)))
+
+
+@pools_app.command("set")
+def pools_set(
+    pool: Annotated[str, typer.Argument(help="the pool's name")],
+    slots: Annotated[int, typer.Argument(help="how many slots")],
+    description: Annotated[str, typer.Option(help="what the pool is for")] = "",
+    backfill_share: Annotated[
+        float | None,
+        typer.Option(
+            help="share of the slots (0..1) backfill runs may hold while other runs wait; default: keep "
+            "(0.5 for a new pool)"
+        ),
+    ] = None,
+    output_format: OutputOption = None,
+) -> None:
+    """Create a pool or change its size (and its backfill share)."""
+    use_format(output_format)
+    request = api_pb2.SetPoolRequest(pool=pool, slots=slots, description=description)
+    if backfill_share is not None:
+        request.backfill_share = backfill_share
+    resp = call(state.client.pools.SetPool, request)
+    assert isinstance(resp, api_pb2.Pool)
+    show(resp, f"pool {resp.pool}: {resp.slots} slots, backfills {resp.backfill_share:.0%} while others wait")
+
+
+@app.command("leader")
+def leader(output_format: OutputOption = None) -> None:
+    """Show which scheduler leads, since when, its fencing token, and the standbys."""
+    use_format(output_format)
+    resp = call(state.client.cluster.GetLeader, api_pb2.GetLeaderRequest())
+    assert isinstance(resp, api_pb2.Leader)
+    show(resp, output.leader_table(resp))

@@ -1,0 +1,134 @@
+"""``schedctl tasks`` and ``schedctl explain``: logs, clear, mark, and why a task is not running."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated
+
+import typer
+
+from schedctl import output
+from schedctl.cli import (
+    Format,
+    OutputOption,
+    app,
+    call,
+    run_name,
+    show,
+    state,
+    use_format,
+)
+from schedd.v1 import api_pb2
+from schedd.v1 import resources_pb2 as pb
+
+tasks_app = typer.Typer(help="Inspect task instances.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.command("logs")
+def tasks_logs(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    task_id: Annotated[str, typer.Argument(help="the task")],
+    try_number: Annotated[
+        int, typer.Option("--try", help="the attempt's try number; default the latest")
+    ] = 0,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="keep printing until the attempt ends")
+    ] = False,
+) -> None:
+    """Print the captured output of a task's attempt."""
+    name = f"{run_name(run)}/tasks/{task_id}"
+    offset = 0
+    interval = 0.1
+    while True:
+        resp = call(
+            state.client.runs.GetTaskLogs,
+            api_pb2.GetTaskLogsRequest(name=name, try_number=try_number, offset=offset),
+        )
+        assert isinstance(resp, api_pb2.TaskLogs)
+        try_number = resp.try_number
+        if resp.data:
+            sys.stdout.write(resp.data)
+            sys.stdout.flush()
+            interval = 0.1
+        ended = resp.complete
+        offset = resp.next_offset
+        if not follow or (ended and not resp.data):
+            return
+        if not resp.data:
+            time.sleep(interval)
+            interval = min(interval * 1.5, 1.0)
+
+
+@tasks_app.command("clear")
+def tasks_clear(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    task_ids: Annotated[list[str] | None, typer.Argument(help="tasks to clear; none: all")] = None,
+    downstream: Annotated[bool, typer.Option("--downstream", help="also everything downstream")] = False,
+    upstream: Annotated[bool, typer.Option("--upstream", help="also everything upstream")] = False,
+    only_failed: Annotated[bool, typer.Option("--only-failed", help="only failed/upstream_failed")] = False,
+    output_format: OutputOption = None,
+) -> None:
+    """Reset task instances so they run again, with their retries restored."""
+    use_format(output_format)
+    resp = call(
+        state.client.runs.ClearTaskInstances,
+        api_pb2.ClearTaskInstancesRequest(
+            parent=run_name(run),
+            task_ids=task_ids or [],
+            include_downstream=downstream,
+            include_upstream=upstream,
+            only_failed=only_failed,
+        ),
+    )
+    assert isinstance(resp, api_pb2.ClearTaskInstancesResponse)
+    show(resp, "cleared: " + (", ".join(resp.cleared_task_ids) or "nothing"))
+
+
+def _mark(run: str, task_id: str, target: pb.TaskState.ValueType, output_format: Format | None) -> None:
+    use_format(output_format)
+    resp = call(
+        state.client.runs.SetTaskInstanceState,
+        api_pb2.SetTaskInstanceStateRequest(name=f"{run_name(run)}/tasks/{task_id}", state=target),
+    )
+    assert isinstance(resp, pb.TaskInstance)
+    show(resp, f"{resp.name}: {output.state_name(pb.TaskState, resp.state, 'TASK_STATE_')}")
+
+
+@tasks_app.command("mark-success")
+def tasks_mark_success(
+    run: Annotated[str, typer.Argument()],
+    task_id: Annotated[str, typer.Argument()],
+    output_format: OutputOption = None,
+) -> None:
+    """Mark a task instance succeeded by hand (a running attempt is stopped)."""
+    _mark(run, task_id, pb.TASK_STATE_SUCCESS, output_format)
+
+
+@tasks_app.command("mark-failed")
+def tasks_mark_failed(
+    run: Annotated[str, typer.Argument()],
+    task_id: Annotated[str, typer.Argument()],
+    output_format: OutputOption = None,
+) -> None:
+    """Mark a task instance failed by hand, without retries (a running attempt is stopped)."""
+    _mark(run, task_id, pb.TASK_STATE_FAILED, output_format)
+
+
+@app.command("explain")
+def explain(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    task_id: Annotated[str, typer.Argument()],
+    output_format: OutputOption = None,
+) -> None:
+    """Why a task is not running yet: upstream tasks, pools, limits, retry time."""
+    use_format(output_format)
+    resp = call(
+        state.client.runs.ExplainTaskInstance,
+        api_pb2.ExplainTaskInstanceRequest(name=f"{run_name(run)}/tasks/{task_id}"),
+    )
+    assert isinstance(resp, api_pb2.Explanation)
+    lines = [f"{task_id}: {output.state_name(pb.TaskState, resp.state, 'TASK_STATE_')}"]
+    lines += [f"  - {r}" for r in resp.reasons]
+    show(resp, "\n".join(lines))
