@@ -38,7 +38,13 @@ soak: $(STAMP)
 run: $(STAMP)
 	$(PY) -m schedd_devstack.run_local
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,local,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.run
 
 clean:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import graphlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ class DagGraph:
     #: Events ("success", "failure") the DAG has run-level callbacks for.
     run_callback_events: tuple[str, ...] = ()
 
-    @property
+    @functools.cached_property
     def past_dependent(self) -> frozenset[str]:
         """The tasks with ``depends_on_past``."""
         return frozenset(tid for tid, node in self.nodes.items() if node.depends_on_past)

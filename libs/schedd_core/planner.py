@@ -19,16 +19,18 @@ Not decided here: pool slots, concurrency limits and priorities across runs
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from schedd_core.graph import DagGraph
 from schedd_core.states import TASK_FINISHED, RunState, TaskState
 from schedd_core.triggers import UpstreamCounts, Verdict, evaluate
 
 
-@dataclass(frozen=True)
-class TaskSnapshot:
+class TaskSnapshot(NamedTuple):
+    """What the planner knows of one task instance (a tuple: the scheduler builds thousands a pass)."""
+
     state: TaskState
     #: UP_FOR_RETRY and its retry time has come.
     retry_due: bool = False
@@ -74,7 +76,10 @@ PAST_OK = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
 
 
 def plan_run(
-    graph: DagGraph, tasks: Mapping[str, TaskSnapshot], past: Mapping[str, TaskState] | None = None
+    graph: DagGraph,
+    tasks: Mapping[str, TaskSnapshot],
+    past: Mapping[str, TaskState] | None = None,
+    focus: Collection[str] | None = None,
 ) -> RunPlan:
     """Plan the next step of one run.
 
@@ -83,14 +88,26 @@ def plan_run(
     state NONE and listed in ``to_create``. ``past`` holds, for the tasks with
     ``depends_on_past``, the state of the same task in the previous run (absent:
     nothing holds the task back).
+
+    ``focus`` plans incrementally: it names the tasks whose task instances changed since the run's
+    last plan was applied. Only they, the tasks directly downstream of them, the tasks downstream of
+    any task whose state this plan changes, the tasks without a task instance and those waiting on
+    their past are evaluated; every other task keeps its state. The result is the full plan's, except
+    that a task waiting for a pool slot (SCHEDULED) that none of this touches is not listed as ready
+    again (admission finds those in their pools). ``tests/unit/test_planner.py`` checks this
+    equivalence on random DAGs.
     """
     plan = RunPlan()
     projected: dict[str, TaskState] = {}
+    affected = _affected(graph, tasks, focus) if focus is not None else None
     for tid in graph.order:
         snap = tasks.get(tid)
+        if affected is not None and tid not in affected:
+            projected[tid] = snap.state  # type: ignore[union-attr]  # tasks without one are affected
+            continue
         if snap is None:
             plan.to_create.append(tid)
-            snap = TaskSnapshot(TaskState.NONE)
+            snap = _NEW
         state = snap.state
         if state is TaskState.UP_FOR_RETRY and snap.retry_unscheduled:
             plan.to_schedule_retry.append(tid)
@@ -114,8 +131,23 @@ def plan_run(
                 plan.to_upstream_failed.append(tid)
                 state = TaskState.UPSTREAM_FAILED
         projected[tid] = state
+        if affected is not None and state is not snap.state:
+            affected.update(graph.nodes[tid].downstream)
     plan.run_state = run_outcome(graph, projected)
     return plan
+
+
+_NEW = TaskSnapshot(TaskState.NONE)
+
+
+def _affected(graph: DagGraph, tasks: Mapping[str, TaskSnapshot], focus: Collection[str]) -> set[str]:
+    affected = {tid for tid in focus if tid in graph.nodes}
+    for tid in list(affected):
+        affected.update(graph.nodes[tid].downstream)
+    affected.update(graph.past_dependent)
+    if len(tasks) < len(graph.nodes):
+        affected.update(tid for tid in graph.order if tid not in tasks)
+    return affected
 
 
 def _past_allows(graph: DagGraph, tid: str, past: Mapping[str, TaskState] | None) -> bool:

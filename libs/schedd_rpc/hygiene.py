@@ -32,56 +32,85 @@ _MAX_DURATION_SECONDS = 315576000000  # 10,000 years
 _VALUE_TYPES = {"google.protobuf.Struct", "google.protobuf.ListValue", "google.protobuf.Value"}
 
 
-def check_message(message: Message, path: str = "", depth: int = 0) -> None:
+class _Bad(Exception):
+    """A rule broken deep in a message; the field path is assembled on the way out (the walk builds
+    no path strings for fields that pass)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.segments: list[str] = []
+
+
+def check_message(message: Message) -> None:
     """Raise InvalidArgument for the first field of ``message`` that breaks the rules above."""
+    try:
+        _check_message(message, 0)
+    except _Bad as bad:
+        path = "".join(reversed(bad.segments)).lstrip(".")
+        raise InvalidArgument(path or "request", bad.problem) from None
+
+
+def _check_message(message: Message, depth: int) -> None:
     name = message.DESCRIPTOR.full_name
     if name == "google.protobuf.Timestamp":
-        _check_timestamp(message, path)
+        _check_timestamp(message)
         return
     if name == "google.protobuf.Duration":
-        _check_duration(message, path)
+        _check_duration(message)
         return
     if name in _VALUE_TYPES:
         if name != "google.protobuf.Value":
             depth += 1
         if depth > MAX_VALUE_DEPTH:
-            raise InvalidArgument(path or "request", f"is nested deeper than {MAX_VALUE_DEPTH} levels")
+            raise _Bad(f"is nested deeper than {MAX_VALUE_DEPTH} levels")
     for field, value in message.ListFields():
-        where = f"{path}.{field.name}" if path else field.name
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            for key, item in value.items():
-                entry = f"{where}[{quote(str(key))}]"
-                if isinstance(key, str):
-                    _check_string(key, entry)
-                _check_value(field.message_type.fields_by_name["value"], item, entry, depth)
-        elif field.is_repeated:
-            for i, item in enumerate(value):
-                _check_value(field, item, f"{where}[{i}]", depth)
-        else:
-            _check_value(field, value, where, depth)
+        try:
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                item_field = field.message_type.fields_by_name["value"]
+                for key, item in value.items():
+                    try:
+                        if isinstance(key, str):
+                            _check_string(key)
+                        _check_value(item_field, item, depth)
+                    except _Bad as bad:
+                        bad.segments.append(f"[{quote(str(key))}]")
+                        raise
+            elif field.is_repeated:
+                for i, item in enumerate(value):
+                    try:
+                        _check_value(field, item, depth)
+                    except _Bad as bad:
+                        bad.segments.append(f"[{i}]")
+                        raise
+            else:
+                _check_value(field, value, depth)
+        except _Bad as bad:
+            bad.segments.append(f".{field.name}")
+            raise
 
 
-def _check_value(field: FieldDescriptor, value: object, where: str, depth: int) -> None:
+def _check_value(field: FieldDescriptor, value: object, depth: int) -> None:
     if field.type == FieldDescriptor.TYPE_MESSAGE:
-        check_message(value, where, depth)  # type: ignore[arg-type]
+        _check_message(value, depth)  # type: ignore[arg-type]
     elif field.type == FieldDescriptor.TYPE_STRING:
-        _check_string(value, where)  # type: ignore[arg-type]
+        _check_string(value)  # type: ignore[arg-type]
     elif field.type == FieldDescriptor.TYPE_DOUBLE and not math.isfinite(value):  # type: ignore[arg-type]
-        raise InvalidArgument(where, f"must be a finite number, not {value}")
+        raise _Bad(f"must be a finite number, not {value}")
 
 
-def _check_string(value: str, where: str) -> None:
+def _check_string(value: str) -> None:
     if "\x00" in value:
-        raise InvalidArgument(where, f"contains a NUL character: {quote(value)}")
+        raise _Bad(f"contains a NUL character: {quote(value)}")
 
 
-def _check_timestamp(value: Message, where: str) -> None:
+def _check_timestamp(value: Message) -> None:
     seconds, nanos = value.seconds, value.nanos  # type: ignore[attr-defined]
     if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS) or not 0 <= nanos < 1_000_000_000:
-        raise InvalidArgument(where, "is not a time between 0001-01-01 and 9999-12-31")
+        raise _Bad("is not a time between 0001-01-01 and 9999-12-31")
 
 
-def _check_duration(value: Message, where: str) -> None:
+def _check_duration(value: Message) -> None:
     seconds, nanos = value.seconds, value.nanos  # type: ignore[attr-defined]
     if abs(seconds) > _MAX_DURATION_SECONDS or abs(nanos) >= 1_000_000_000 or seconds * nanos < 0:
-        raise InvalidArgument(where, "is not a valid duration")
+        raise _Bad("is not a valid duration")

@@ -28,9 +28,10 @@ async def admit_ready(
     graphs_by_dag: dict[str, DagGraph],
     graph_of: Callable[[int], DagGraph] | None,
     load_graphs: Callable[[FencedConnection, set[int]], Any] | None,
-) -> list[Candidate]:
+) -> tuple[list[Candidate], dict[int, int]]:
     """Decide which ready task instances queue now. Task instances already waiting in the same pools
-    (from any run) compete in the same order, so the oldest and most important go first."""
+    (from any run) compete in the same order, so the oldest and most important go first. Returns the
+    admitted candidates and, for those read from the pools' waiting lists, their runs (ti -> run)."""
     pools = sorted({c.pool for c in ready})
     rows = (await conn.execute(sql.POOL_CAPACITY, {"pools": pools})).all()
     capacity = Capacity(
@@ -42,6 +43,7 @@ async def admit_ready(
     candidates = list(ready)
     seen = {c.ti_id for c in candidates}
     waiting_version: dict[int, int] = {}
+    waiting_run: dict[int, int] = {}
     for row in rows:
         free = int(row.slots) - int(row.used)
         if free <= 0:
@@ -52,6 +54,7 @@ async def admit_ready(
                     if w.id not in seen:
                         seen.add(w.id)
                         waiting_version[w.id] = w.dag_version_id
+                        waiting_run[w.id] = w.run_pk
                         candidates.append(
                             Candidate(
                                 ti_id=w.id,
@@ -98,7 +101,7 @@ async def admit_ready(
         ).all()
         active2 = {(r.dag_id, r.task_id): int(r.active) for r in rows2}
         capacity.task_instances = {k: (limit, active2.get(k, 0)) for k, limit in task_limits.items()}
-    return admit(candidates, capacity)
+    return admit(candidates, capacity), waiting_run
 
 
 async def _waiting(conn: FencedConnection, pool: str, backfill: bool, free: int) -> list[Any]:

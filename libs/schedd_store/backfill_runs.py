@@ -200,6 +200,7 @@ async def _rerun(conn: FencedConnection, backfill_id: int, run: Any, versions: V
             },
         )
     await conn.execute(sql.REOPEN_RUN, {"run_pk": run.id})
+    await conn.execute(sql.BUMP_CONTROL_VERSION, {"run_pk": run.id})
     await conn.execute(sql.ADOPT_RUN, {"run_pk": run.id, "backfill_id": backfill_id, "token": conn.token})
     await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.id)})
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-#: A run needs evaluation (created, or one of its tasks finished). Payload: run ids, comma-separated.
+#: A run needs evaluation (created, or one of its tasks finished). Payload: comma-separated items, each
+#: a run id (evaluate the run in full) or ``<run id>/<task instance id>`` (that task instance changed:
+#: the leader reads it again and plans what it affects; see ``decode_changes``).
 RUNS = "schedd_runs"
 #: Task instances were queued. Payload: the queue name.
 QUEUED = "schedd_queued"
@@ -45,3 +47,15 @@ def encode_ids(ids: Iterable[int]) -> list[str]:
 
 def decode_ids(payload: str) -> list[int]:
     return [int(p) for p in payload.split(",") if p]
+
+
+def decode_changes(payload: str) -> list[tuple[int, int | None]]:
+    """The items of a RUNS payload: ``(run id, changed task instance id)``, or ``(run id, None)`` for
+    a run to evaluate in full. Raises ValueError for anything else."""
+    items: list[tuple[int, int | None]] = []
+    for item in payload.split(","):
+        if not item:
+            continue
+        run, sep, ti = item.partition("/")
+        items.append((int(run), int(ti) if sep else None))
+    return items

@@ -63,10 +63,12 @@ class _LockedRun:
 async def _lock_run(
     conn: AsyncConnection, dag_id: str, run_id: str, faults: FaultPoints | None
 ) -> _LockedRun:
-    """Lock the run and its task instances and read them."""
+    """Lock the run and its task instances and read them; raise the run's control version (the
+    leader reads a run a user changed in full)."""
     row = (await conn.execute(sql.LOCK_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
     if row is None:
         raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
+    await conn.execute(sql.BUMP_CONTROL_VERSION, {"run_pk": row.id})
     tasks = {t.task_id: t for t in (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": row.id})).all()}
     if faults is not None:
         faults.hit("control.read")  # a test widens the window between this read and the writes
@@ -127,8 +129,12 @@ async def cancel_locked(
             sql.RECORD_RUN_EVENTS, {"events": ["failure"], "run_pks": [run.pk], "dag_ids": [dag_id]}
         )
         await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
-    # Queued runs of the DAG may start now (max_active_runs), and the leader looks at its schedule.
-    waiting = [r[0] for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": [dag_id]})).all()]
+    # The oldest queued run of the DAG may start now (max_active_runs), and the leader looks at its
+    # schedule.
+    waiting = [
+        r[0]
+        for r in (await conn.execute(sql.QUEUED_RUNS_TO_START, {"dag_ids": [dag_id], "rooms": [1]})).all()
+    ]
     for payload in channels.encode_ids([run.pk, *waiting]):
         await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
     await conn.execute(sql.NOTIFY, {"channel": channels.DAGS, "payload": dag_id})

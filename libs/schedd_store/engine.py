@@ -23,7 +23,9 @@ def make_engine(
     """An engine over asyncpg. ``database_url`` is ``postgresql+asyncpg://...``.
 
     ``server_settings`` are PostgreSQL settings for every connection of the engine, e.g.
-    ``idle_in_transaction_session_timeout``.
+    ``idle_in_transaction_session_timeout``. JIT compilation is off for every service: schedd's
+    statements are short OLTP statements, for which compiling costs far more than it saves (and
+    whether PostgreSQL compiles follows cost estimates that depend on statistics).
 
     A pooled connection that the server closed (PostgreSQL restarted, the backend was
     terminated) is noticed when it is checked out and replaced with a new one, so the first
@@ -36,7 +38,9 @@ def make_engine(
         max_overflow=pool_size,
         pool_pre_ping=False,
         pool_recycle=3600,
-        connect_args={"server_settings": {"application_name": application_name, **(server_settings or {})}},
+        connect_args={
+            "server_settings": {"application_name": application_name, "jit": "off", **(server_settings or {})}
+        },
     )
     event.listen(engine.sync_engine.pool, "checkout", _replace_closed)
     return engine

@@ -1,6 +1,6 @@
-"""The scheduler's reads and writes, always inside a fenced transaction (see ``fence.py``).
+"""The scheduler's writes, always inside a fenced transaction (see ``fence.py``).
 
-``load_runs`` locks the runs to evaluate and reads their task states;
+``planning_reads`` locks the runs to evaluate and reads their task states;
 ``apply_plans`` admits ready task instances under pools and limits and writes
 every decision of the pass with guarded statements, then wakes the registries.
 A guarded statement that changes fewer rows than planned raises
@@ -13,129 +13,38 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from schedd_core.admission import Candidate
 from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
-from schedd_core.planner import RunPlan, TaskSnapshot
+from schedd_core.planner import RunPlan
 from schedd_core.retry import retry_delay
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.admission import admit_ready
 from schedd_store.fence import FencedConnection
-
-
-@dataclass
-class PlanningRun:
-    pk: int
-    version_id: int
-    state: str
-    dag_id: str = ""
-    logical_date: datetime | None = None
-    #: Seconds since the run started; None before it started.
-    age: float | None = None
-    paused: bool = False
-    #: The backfill that made the run, if one did.
-    backfill_id: int | None = None
-    tasks: dict[str, TaskSnapshot] = field(default_factory=dict)
-    ti_ids: dict[str, int] = field(default_factory=dict)
-    tries: dict[str, int] = field(default_factory=dict)
+from schedd_store.planning_reads import PlanningRun
 
 
 @dataclass
 class PassOutcome:
     queued: int = 0
-    #: DAGs with a run that finished in the pass: their queued runs may start now.
+    #: Runs that finished in the pass, and their DAGs.
+    finished_runs: set[int] = field(default_factory=set)
     finished_dags: set[str] = field(default_factory=set)
+    #: DAGs with max_active_runs whose runs (not a backfill's) finished in the pass, with how many: as
+    #: many of their queued runs may start now.
+    freed_runs: dict[str, int] = field(default_factory=dict)
     #: Backfills with a run that finished in the pass: they may make their next runs.
     finished_backfills: set[int] = field(default_factory=set)
     #: The pass set a retry time or started a run with a timeout: the deadline timer must look again.
     deadlines_changed: bool = False
-
-
-async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
-    return [int(r[0]) for r in (await conn.execute(sql.UNFINISHED_RUNS)).all()]
-
-
-async def load_runs(
-    conn: FencedConnection, run_pks: Sequence[int], *, budget: int
-) -> tuple[list[PlanningRun], list[int]]:
-    """Lock the unfinished runs among ``run_pks`` that this pass evaluates (the oldest one, plus the
-    smallest others whose task counts add up to at most ``budget``) and read the states of their task
-    instances. Returns the runs and the unfinished runs left for a later pass."""
-    runs: dict[int, PlanningRun] = {}
-    deferred: list[int] = []
-    rows = (
-        await conn.execute(sql.LOCK_RUNS_AND_LOAD_TASKS, {"run_pks": list(run_pks), "budget": budget})
-    ).all()
-    for r in rows:
-        if not deferred and r.deferred:
-            deferred = [int(pk) for pk in r.deferred]
-        run = runs.get(r.run_pk)
-        if run is None:
-            run = runs[r.run_pk] = PlanningRun(
-                pk=r.run_pk,
-                version_id=r.dag_version_id,
-                state=r.run_state,
-                dag_id=r.dag_id,
-                logical_date=r.run_date,
-                age=None if r.run_age is None else float(r.run_age),
-                paused=r.paused,
-                backfill_id=r.backfill_id,
-            )
-        if r.task_id is not None:
-            run.tasks[r.task_id] = TaskSnapshot(
-                TaskState(r.state),
-                retry_due=bool(r.retry_due),
-                retry_unscheduled=bool(r.retry_unscheduled),
-                follow=frozenset(r.follow) if r.follow is not None else None,
-            )
-            run.ti_ids[r.task_id] = r.id
-            run.tries[r.task_id] = int(r.try_number)
-    return list(runs.values()), deferred
-
-
-async def past_states(
-    conn: FencedConnection, run_pks: Sequence[int], task_ids: Sequence[str]
-) -> dict[int, dict[str, TaskState]]:
-    """For depends_on_past: by run, the state of each of ``task_ids`` in the DAG's previous run (see
-    PAST_TASK_STATES); a task missing from a run's mapping is not held back."""
-    if not run_pks or not task_ids:
-        return {}
-    rows = (
-        await conn.execute(
-            sql.PAST_TASK_STATES, {"run_pks": list(run_pks), "task_ids": sorted(set(task_ids))}
-        )
-    ).all()
-    result: dict[int, dict[str, TaskState]] = {}
-    for r in rows:
-        result.setdefault(int(r.run_pk), {})[r.task_id] = TaskState(r.state)
-    return result
-
-
-async def next_unfinished_runs(conn: FencedConnection, run_pks: Sequence[int]) -> list[int]:
-    """The unfinished run after each of ``run_pks`` in its DAG, by logical date."""
-    if not run_pks:
-        return []
-    return [
-        int(r.id) for r in (await conn.execute(sql.NEXT_UNFINISHED_RUNS, {"run_pks": list(run_pks)})).all()
-    ]
-
-
-async def running_runs(conn: FencedConnection, dag_ids: Sequence[str]) -> dict[str, int]:
-    rows = (await conn.execute(sql.RUNNING_RUNS_OF_DAGS, {"dag_ids": list(dag_ids)})).all()
-    return {r.dag_id: int(r.running) for r in rows}
-
-
-async def queued_runs(conn: FencedConnection, dag_ids: Sequence[str]) -> list[int]:
-    return [
-        int(r.id) for r in (await conn.execute(sql.QUEUED_RUNS_OF_DAGS, {"dag_ids": list(dag_ids)})).all()
-    ]
+    #: The task instances the pass wrote (created included), by run (also runs it did not evaluate,
+    #: whose waiting task instances it admitted): the leader reads them again before it plans their
+    #: runs next.
+    written: dict[int, set[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -196,7 +105,9 @@ async def apply_plans(
 
     # Every pass admits, even with nothing newly ready: the runs it evaluates may have freed pool slots
     # or limits that task instances of other runs wait for.
-    admitted = await admit_ready(conn, [r.candidate for r in ready], graphs_by_dag, graph_of, load_graphs)
+    admitted, waiting_run = await admit_ready(
+        conn, [r.candidate for r in ready], graphs_by_dag, graph_of, load_graphs
+    )
     admitted_keys = {c.ti_id for c in admitted}
 
     creates: dict[str, list[object]] = {
@@ -265,9 +176,12 @@ async def apply_plans(
                 outcome.deadlines_changed = True
         if plan.run_state is not None:
             finished.append((run.pk, plan.run_state))
+            outcome.finished_runs.add(run.pk)
             outcome.finished_dags.add(run.dag_id)
             if run.backfill_id is not None:
                 outcome.finished_backfills.add(run.backfill_id)
+            elif graph.max_active_runs:
+                outcome.freed_runs[run.dag_id] = outcome.freed_runs.get(run.dag_id, 0) + 1
             event = "success" if plan.run_state is RunState.SUCCESS else "failure"
             if event in graph.run_callback_events:
                 run_events.append((event, run.pk, run.dag_id))
@@ -277,6 +191,8 @@ async def apply_plans(
         rows = (await conn.execute(sql.INSERT_TASK_INSTANCES, {**creates, "token": token})).all()
         queues |= {r.queue for r in rows if r.state == TaskState.QUEUED}
         outcome.queued += sum(1 for r in rows if r.state == TaskState.QUEUED)
+        for r in rows:
+            outcome.written.setdefault(r.run_pk, set()).add(r.id)
     if to_schedule:
         rows = (
             await conn.execute(
@@ -338,6 +254,9 @@ async def apply_plans(
             },
         )
         await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+    run_of = {ti: run.pk for run, _, _ in plans for ti in run.ti_ids.values()} | waiting_run
+    for ti in (*to_queue, *to_schedule, *to_skip, *to_upstream_failed, *to_fail, *retry_ids):
+        outcome.written.setdefault(run_of[ti], set()).add(ti)
     if to_queue:
         # Last, and in one statement with the pass log and the registries' wake-up: the common pass
         # (a task finished, the next one queues) costs one round trip fewer.

@@ -1,8 +1,10 @@
-"""The leader's housekeeping: retention, every ``interval`` seconds while it leads.
+"""The leader's housekeeping: retention every ``interval`` seconds, and the occupancy counters'
+compaction every second, while it leads.
 
 Each kind of record is purged batch after batch (``schedd_store.retention``) until a batch comes
 back short, yielding between batches so scheduling passes interleave; a failure is logged and
 retried at the next round (a fence or lease error ends the term like any leader work).
+Compaction needs no fence: folding deltas twice is impossible (``occupancy_compact``).
 """
 
 from __future__ import annotations
@@ -10,7 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from schedd_core.errors import FencedOut, LeaseExpired
+from schedd_store import occupancy
+from schedd_store.engine import is_transient
 from schedd_store.fence import Fence
 from schedd_store.retention import BATCH, Retention, purge_batch, purges
 
@@ -49,3 +55,25 @@ class Housekeeper:
         if any(deleted.values()):
             log.info("retention deleted %s", ", ".join(f"{n} {c}" for n, c in deleted.items() if c))
         return deleted
+
+
+class OccupancyCompactor:
+    """Folds the occupancy counters' deltas every ``interval`` seconds while there are any, and backs
+    off to ``idle_interval`` while there are none (an idle cluster costs one query in ten seconds)."""
+
+    def __init__(self, engine: AsyncEngine, *, interval: float = 1.0, idle_interval: float = 10.0) -> None:
+        self._engine = engine
+        self._interval = interval
+        self._idle_interval = idle_interval
+
+    async def run(self) -> None:
+        delay = self._interval
+        while True:
+            try:
+                folded = await occupancy.compact(self._engine)
+                delay = self._interval if folded else min(delay * 2, self._idle_interval)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("compacting the occupancy counters failed (%s); again shortly", exc)
+            await asyncio.sleep(delay)

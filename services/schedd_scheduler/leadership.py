@@ -34,7 +34,7 @@ from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.config import SchedulerConfig
-from schedd_scheduler.housekeeping import Housekeeper
+from schedd_scheduler.housekeeping import Housekeeper, OccupancyCompactor
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.lost_attempts import LostAttemptSweeper
 from schedd_scheduler.metrics import SchedulerMetrics
@@ -174,7 +174,15 @@ class Replica:
         housekeeper = Housekeeper(fence, self._config.retention, interval=self._config.housekeeping_interval)
         work = asyncio.create_task(
             self._leader_work(
-                loop, self._sweeper, [timer.run(), schedules.run(), backfills.run(), housekeeper.run()]
+                loop,
+                self._sweeper,
+                [
+                    timer.run(),
+                    schedules.run(),
+                    backfills.run(),
+                    housekeeper.run(),
+                    OccupancyCompactor(self._engine).run(),
+                ],
             ),
             name="leader-work",
         )
@@ -215,21 +223,31 @@ class Replica:
         self, loop: SchedulingLoop, sweeper: LostAttemptSweeper, others: list[Coroutine[Any, Any, None]]
     ) -> None:
         """Run the scheduling loop with the lost-attempt sweeper, the worker watch and ``others`` (the
-        deadline timer, the schedule timer, the backfill driver, housekeeping) beside it. Returns when
-        the loop stops; the first error of any ends the term."""
-        helpers = [
-            asyncio.create_task(sweeper.run(), name="lost-attempts"),
-            asyncio.create_task(self._watch_workers(sweeper), name="worker-watch"),
-            *(asyncio.create_task(work) for work in others),
-        ]
+        deadline timer, the schedule timer, the backfill driver, housekeeping, the counters' compaction)
+        beside it. The helpers start once the term's first pass has committed (or the loop ended), so
+        that pass has the event loop and the connection pool to itself. Returns when the loop stops;
+        the first error of any ends the term."""
         main = asyncio.create_task(loop.run(), name="scheduling-loop")
+        first = asyncio.ensure_future(loop.first_pass_done.wait())
+        helpers: list[asyncio.Task[Any]] = []
         try:
+            await asyncio.wait({main, first}, return_when=asyncio.FIRST_COMPLETED)
+            if not main.done():
+                helpers = [
+                    asyncio.create_task(sweeper.run(), name="lost-attempts"),
+                    asyncio.create_task(self._watch_workers(sweeper), name="worker-watch"),
+                    *(asyncio.create_task(work) for work in others),
+                ]
             done, _ = await asyncio.wait({main, *helpers}, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 task.result()  # raises the error that ended it
         finally:
+            first.cancel()
             for task in (main, *helpers):
                 task.cancel()
+            if not helpers:
+                for work in others:
+                    work.close()  # never started
             await asyncio.gather(main, *helpers, return_exceptions=True)
 
     async def _watch_workers(self, sweeper: LostAttemptSweeper) -> None:

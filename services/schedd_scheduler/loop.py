@@ -1,7 +1,12 @@
 """The leader's scheduling loop: evaluate the runs that changed, in fenced, bounded passes.
 
-Work grows with what changed: a finished task notifies its run, and only that
-run is evaluated. Each pass is one fenced transaction over at most ``batch_size``
+Work grows with what changed: a finished task notifies its run (naming the task instance), and
+only that run is evaluated, incrementally: the leader keeps the task instances of the runs it
+evaluated (``run_cache``), reads again only those reported changed and those it wrote itself, and
+plans only what they affect (``plan_run(focus=...)``). A run is read and planned in full when it is
+new, when a user changed it, and whenever the leader was not told exactly what changed.
+
+Each pass is one fenced transaction over at most ``batch_size``
 runs: the oldest pending run, whatever its size, and the smallest others whose task
 counts add up to at most ``pass_budget`` task instances; the runs that did not fit
 wait in the pending set for the next pass. So a pass is bounded, every run is
@@ -29,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -37,8 +42,9 @@ from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.planner import plan_run, plan_timeout
 from schedd_core.states import TASK_FINISHED, TaskState
 from schedd_scheduler.metrics import SchedulerMetrics
-from schedd_scheduler.pending import PendingRuns
-from schedd_store import scheduling
+from schedd_scheduler.pending import Changes, PendingRuns
+from schedd_scheduler.run_cache import RunCache
+from schedd_store import planning_reads, scheduling
 from schedd_store.engine import is_transient
 from schedd_store.fence import Fence, FencedConnection
 from schedd_store.versions import VersionCache
@@ -73,6 +79,7 @@ class SchedulingLoop:
         self.first_pass_done = asyncio.Event()
         self._retry_delay = 0.05
         self._strikes: dict[int, int] = {}
+        self._cache = RunCache()
         self.passes = 0
         #: Called after a pass that set a retry time or started a run with a timeout.
         self.on_deadlines_changed: Callable[[], None] | None = None
@@ -93,12 +100,14 @@ class SchedulingLoop:
             stopper.cancel()
             if self._stopping.is_set():
                 return
-            full, ids = self._pending.take(self._batch_size)
+            full, taken = self._pending.take(self._batch_size)
             if full:
-                self._pending.add(ids)
+                # Notifications may have been missed: forget what is known, evaluate everything in full.
+                self._cache.clear()
+                self._pending.add(taken)
                 try:
                     async with self._engine.connect() as conn:
-                        self._pending.add(await scheduling.unfinished_run_pks(conn))
+                        self._pending.add(await planning_reads.unfinished_run_pks(conn))
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
@@ -107,22 +116,26 @@ class SchedulingLoop:
                     await asyncio.sleep(self._retry_delay)
                     self._retry_delay = min(self._retry_delay * 2, 2.0)
                     continue
-                _, ids = self._pending.take(self._batch_size)
-            await self.evaluate(ids)
+                _, taken = self._pending.take(self._batch_size)
+            await self.evaluate(taken)
             self.first_pass_done.set()
 
-    async def evaluate(self, run_pks: list[int]) -> int:
-        """One fenced pass over ``run_pks``. Returns the number of task instances queued.
+    async def evaluate(self, runs: Mapping[int, Changes] | Sequence[int]) -> int:
+        """One fenced pass over ``runs`` (run pks, each with the task instances reported changed, or
+        a sequence of run pks to evaluate in full). Returns the number of task instances queued.
 
         Raises FencedOut or LeaseExpired (and writes nothing) when the term is over. An empty
-        ``run_pks`` still checks the fence, so a term's first pass proves it may write. A pass
+        ``runs`` still checks the fence, so a term's first pass proves it may write. A pass
         that fails on the runs' data is split until the failing run is isolated (see above).
         """
+        requests: dict[int, Changes] = dict(runs) if isinstance(runs, Mapping) else dict.fromkeys(runs)
+        run_pks = list(requests)
         try:
-            return await self._evaluate(run_pks)
+            return await self._evaluate(requests)
         except (FencedOut, LeaseExpired):
             raise
         except Exception as exc:
+            self._forget(run_pks)
             if is_transient(exc):
                 # Not the runs' fault (a broken connection, a restart, a deadlock): nothing was
                 # committed; the same runs are tried again after a short pause.
@@ -154,20 +167,31 @@ class SchedulingLoop:
             log.error("run %d failed: %s", pk, reason)
         return 0
 
-    async def _evaluate(self, run_pks: list[int]) -> int:
+    def _forget(self, run_pks: Sequence[int]) -> None:
+        for pk in run_pks:
+            self._cache.drop(pk)
+
+    async def _evaluate(self, requests: dict[int, Changes]) -> int:
         started = time.perf_counter()
         try:
             async with self._fence.transaction() as conn:
-                outcome, wake, deferred = await self._pass(conn, run_pks)
+                outcome, evaluated, wake, deferred = await self._pass(conn, requests)
         except IllegalTransition as exc:
-            # Another writer (a user's clear or mark) changed a task between our read and write;
-            # evaluate those runs again from fresh state.
+            # Another writer (a user's clear or mark, a claim) changed a task between our read and
+            # write; evaluate those runs again from fresh state, in full.
             log.info("pass rolled back, re-evaluating: %s", exc)
-            self._pending.add(run_pks)
+            self._forget(list(requests))
+            self._pending.add(list(requests))
             return 0
         self._retry_delay = 0.05
-        for pk in run_pks:
-            self._strikes.pop(pk, None)
+        for run in evaluated:
+            self._strikes.pop(run.pk, None)
+            if run.pk in outcome.finished_runs:
+                self._cache.drop(run.pk)
+            else:
+                self._cache.keep(run, outcome.written.get(run.pk, set()))
+        for pk, written in outcome.written.items():
+            self._cache.mark_written(pk, written)
         self._pending.add(wake)
         self._pending.add(deferred)
         if outcome.deadlines_changed and self.on_deadlines_changed is not None:
@@ -181,17 +205,44 @@ class SchedulingLoop:
             self._metrics.pass_seconds.observe(time.perf_counter() - started)
         return outcome.queued
 
+    async def _load(
+        self, conn: FencedConnection, requests: dict[int, Changes]
+    ) -> tuple[list[planning_reads.PlanningRun], list[int]]:
+        """Lock and read the runs of ``requests``: incrementally those known with changes reported,
+        in full the others and those whose control version moved. Returns them and the runs left
+        for a later pass (the budget)."""
+        changes: dict[int, set[int]] = {}
+        for pk, reported in requests.items():
+            known = self._cache.get(pk)
+            if reported is not None and known is not None:
+                changes[pk] = reported | known.dirty
+        full = [pk for pk in requests if pk not in changes]
+        runs: list[planning_reads.PlanningRun] = []
+        if changes:
+            fresh, gone = await planning_reads.load_changes(conn, changes)
+            self._forget(gone)
+            for run in fresh:
+                known = self._cache.get(run.pk)
+                if known is not None and known.control_version == run.control_version:
+                    runs.append(self._cache.merge(run))
+                else:
+                    full.append(run.pk)
+        deferred: list[int] = []
+        if full:
+            loaded, deferred = await planning_reads.load_runs(conn, full, budget=self._pass_budget)
+            runs += loaded
+        return runs, deferred
+
     async def _pass(
-        self, conn: FencedConnection, run_pks: list[int]
-    ) -> tuple[scheduling.PassOutcome, list[int], list[int]]:
-        """Plan and write one pass; returns what it did, the runs to evaluate next (queued runs of
-        DAGs whose active runs ended) and the runs that did not fit this pass's budget."""
-        runs, deferred = (
-            await scheduling.load_runs(conn, run_pks, budget=self._pass_budget) if run_pks else ([], [])
-        )
-        await self._versions.load(conn, {r.version_id for r in runs})
+        self, conn: FencedConnection, requests: dict[int, Changes]
+    ) -> tuple[scheduling.PassOutcome, list[planning_reads.PlanningRun], list[int], list[int]]:
+        """Plan and write one pass; returns what it did, the runs it read, the runs to evaluate next
+        (queued runs of DAGs whose active runs ended, runs waiting on their past) and the runs that
+        did not fit this pass's budget."""
+        loaded, deferred = await self._load(conn, requests) if requests else ([], [])
+        await self._versions.load(conn, {r.version_id for r in loaded})
         runs = sorted(
-            (r for r in runs if not r.paused), key=lambda r: (r.logical_date is None, r.logical_date)
+            (r for r in loaded if not r.paused), key=lambda r: (r.logical_date is None, r.logical_date)
         )
         # A DAG's max_active_runs holds its queued runs back; a backfill's runs are held back by the
         # backfill's own limit instead (it makes no more than that many at once).
@@ -204,7 +255,7 @@ class SchedulingLoop:
                 and self._versions.graph(r.version_id).max_active_runs
             }
         )
-        running = await scheduling.running_runs(conn, limited) if limited else {}
+        running = await planning_reads.running_runs(conn, limited) if limited else {}
         past, released = await self._past(conn, runs)
         plans = []
         for run in runs:
@@ -216,19 +267,17 @@ class SchedulingLoop:
             if graph.run_timeout and run.age is not None and run.age > graph.run_timeout:
                 plan = plan_timeout(graph, run.tasks)
             else:
-                plan = plan_run(graph, run.tasks, past.get(run.pk))
+                plan = plan_run(graph, run.tasks, past.get(run.pk), focus=run.changed)
             if not plan.empty or run.state == "queued":
                 plans.append((run, graph, plan))
         outcome = await scheduling.apply_plans(
             conn, self._fence.token, plans, graph_of=self._versions.graph, load_graphs=self._versions.load
         )
-        wake = (
-            await scheduling.queued_runs(conn, sorted(outcome.finished_dags)) if outcome.finished_dags else []
-        )
-        return outcome, wake + released, deferred
+        wake = await planning_reads.queued_runs_to_start(conn, outcome.freed_runs)
+        return outcome, loaded, wake + released, deferred
 
     async def _past(
-        self, conn: FencedConnection, runs: list[scheduling.PlanningRun]
+        self, conn: FencedConnection, runs: list[planning_reads.PlanningRun]
     ) -> tuple[dict[int, dict[str, TaskState]], list[int]]:
         """For the runs with depends_on_past tasks: the states those tasks have in the previous runs,
         and the next runs to evaluate, after runs in which such a task has finished."""
@@ -236,7 +285,9 @@ class SchedulingLoop:
         dependent = {pk: tasks for pk, tasks in dependent.items() if tasks}
         if not dependent:
             return {}, []
-        past = await scheduling.past_states(conn, sorted(dependent), sorted(set().union(*dependent.values())))
+        past = await planning_reads.past_states(
+            conn, sorted(dependent), sorted(set().union(*dependent.values()))
+        )
         finished = [
             r.pk
             for r in runs
@@ -245,4 +296,4 @@ class SchedulingLoop:
                 for t in dependent.get(r.pk, ())
             )
         ]
-        return past, await scheduling.next_unfinished_runs(conn, finished)
+        return past, await planning_reads.next_unfinished_runs(conn, finished)

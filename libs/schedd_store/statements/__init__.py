@@ -23,6 +23,7 @@ from schedd_store.statements.fencing import *  # noqa: F403
 from schedd_store.statements.guards import GUARDS as GUARDS
 from schedd_store.statements.guards import _guarded as _guarded
 from schedd_store.statements.guards import _sql as _sql
+from schedd_store.statements.occupancy import *  # noqa: F403
 from schedd_store.statements.outbox import *  # noqa: F403
 from schedd_store.statements.pools import *  # noqa: F403
 from schedd_store.statements.requests import *  # noqa: F403

@@ -16,6 +16,10 @@ UNFINISHED_RUNS_OF_DAG = _sql(
     "SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running')"
 )
 
+#: Every manual change of a run raises its control version, under the run's lock: the leader, which
+#: may keep the run's task instances in memory between passes, reads a run whose version moved in full.
+BUMP_CONTROL_VERSION = _sql("UPDATE dag_runs SET control_version = control_version + 1 WHERE id = :run_pk")
+
 LOCK_RUN = _sql(
     "SELECT r.id, r.state, r.dag_version_id, v.spec FROM dag_runs r "
     "JOIN dag_versions v ON v.id = r.dag_version_id "

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from schedd_store.statements.guards import _sql
+from schedd_store.statements.occupancy import OCCUPANCY_OF_POOLS
 
 # --- pools -----------------------------------------------------------------------------------------
 
 LIST_POOL_SIZES = _sql("SELECT name, slots FROM pools ORDER BY name")
 
 LIST_POOLS = _sql(
+    f"WITH wanted AS (SELECT name FROM pools), usage AS ({OCCUPANCY_OF_POOLS}) "
     "SELECT p.name, p.slots, p.description, p.backfill_share, "
-    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
-    "  AND t.pool = p.name), 0) AS used, "
+    "COALESCE((SELECT sum(u.slots) FROM usage u WHERE u.pool = p.name), 0) AS used, "
     "(SELECT count(*) FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name) AS waiting "
     "FROM pools p ORDER BY p.name"
 )

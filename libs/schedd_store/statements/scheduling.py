@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from schedd_store import channels
 from schedd_store.statements.guards import A, R, T, _guarded, _sql
+from schedd_store.statements.occupancy import OCCUPANCY_OF_POOLS
 
 # --- scheduling (leader only, fenced) --------------------------------------------------------------
 
@@ -12,6 +13,17 @@ from schedd_store.statements.guards import A, R, T, _guarded, _sql
 _READY = {T.NONE, T.SCHEDULED, T.UP_FOR_RETRY}
 
 UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
+
+#: The columns of a run and of a task instance a pass reads, in the order ``planning_reads`` expects.
+_RUN_FIELDS = (
+    "r.id AS run_pk, r.dag_id, r.dag_version_id, r.state AS run_state, r.logical_date AS run_date, "
+    "r.backfill_id, r.control_version, EXTRACT(EPOCH FROM now() - r.started_at) AS run_age, d.paused"
+)
+_TI_FIELDS = (
+    "ti.id, ti.task_id, ti.state, ti.follow, ti.try_number, "
+    "COALESCE(ti.next_retry_at <= now(), false) AS retry_due, "
+    "(ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL) AS retry_unscheduled"
+)
 
 #: Locks the unfinished runs among :run_pks to evaluate in this pass and reads their task instances in
 #: one round trip (a run without task instances yet comes back as one row with NULL task columns):
@@ -28,16 +40,19 @@ LOCK_RUNS_AND_LOAD_TASKS = _sql(
     "  SELECT id, age, task_count, "
     "  sum(task_count) FILTER (WHERE age > 1) OVER (ORDER BY task_count, age) AS upto FROM candidates"
     "), chosen AS (SELECT id FROM ranked WHERE age = 1 OR upto - task_count < :budget) "
-    "SELECT r.id AS run_pk, r.dag_id, r.dag_version_id, r.state AS run_state, r.logical_date AS run_date, "
-    "r.backfill_id, "
+    f"SELECT {_RUN_FIELDS}, "
     "(SELECT array_agg(k.id) FROM ranked k WHERE k.age > 1 AND k.upto - k.task_count >= :budget) "
-    "AS deferred, "
-    "EXTRACT(EPOCH FROM now() - r.started_at) AS run_age, d.paused, "
-    "ti.id, ti.task_id, ti.state, ti.follow, ti.try_number, "
-    "COALESCE(ti.next_retry_at <= now(), false) AS retry_due, "
-    "(ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL) AS retry_unscheduled "
+    f"AS deferred, {_TI_FIELDS} "
     "FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id LEFT JOIN task_instances ti ON ti.run_pk = r.id "
     "WHERE r.id IN (SELECT id FROM chosen) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
+)
+
+#: Locks the unfinished runs among :run_pks and reads the task instances among :ti_ids of each (a run
+#: with none of them comes back as one row with NULL task columns), for an incremental evaluation.
+LOCK_RUNS_WITH_CHANGES = _sql(
+    f"SELECT {_RUN_FIELDS}, {_TI_FIELDS} FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id "
+    "LEFT JOIN task_instances ti ON ti.run_pk = r.id AND ti.id = ANY(CAST(:ti_ids AS bigint[])) "
+    "WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
 )
 
 #: Materialises task instances of runs, each already in its planned first state. Instances
@@ -58,7 +73,7 @@ INSERT_TASK_INSTANCES = _sql(
     "CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) WITH ORDINALITY "
     "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch, events, n) "
     "JOIN dag_runs run ON run.id = r.run_pk ORDER BY r.n "
-    "RETURNING id, queue, state"
+    "RETURNING id, run_pk, task_id, queue, state"
 )
 
 #: Dependencies met, waiting for a pool slot or a concurrency limit.
@@ -88,34 +103,40 @@ DUE_RETRY_RUNS = _sql(
 #: Pool sizes, their backfill shares, the slots their queued and running task instances hold (and of
 #: those, the backfills'), for the given pools and for every pool that has task instances waiting;
 #: ``waiting`` and ``backfills_waiting`` say whether any of the other runs' or of backfill runs' wait.
+#: Usage comes from the occupancy counters (compacted sums plus pending deltas), so this does not
+#: grow with the task instances queued or running.
 POOL_CAPACITY = _sql(
-    "SELECT p.name, p.slots, p.backfill_share, "
-    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
-    "  AND t.pool = p.name), 0) AS used, "
-    "COALESCE((SELECT sum(t.pool_slots) FROM task_instances t WHERE t.state IN ('queued', 'running') "
-    "  AND t.pool = p.name AND t.backfill), 0) AS backfill_used, "
-    "EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name "
-    "  AND NOT w.backfill) AS waiting, "
-    "EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name "
-    "  AND w.backfill) AS backfills_waiting "
-    "FROM pools p WHERE p.name = ANY(:pools) "
-    "OR EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name)"
+    "WITH wanted AS ("
+    "  SELECT p.name, p.slots, p.backfill_share FROM pools p WHERE p.name = ANY(:pools) "
+    "  OR EXISTS (SELECT 1 FROM task_instances w WHERE w.state = 'scheduled' AND w.pool = p.name)"
+    f"), usage AS ({OCCUPANCY_OF_POOLS}) "
+    "SELECT w.name, w.slots, w.backfill_share, "
+    "COALESCE((SELECT sum(u.slots) FROM usage u WHERE u.pool = w.name), 0) AS used, "
+    "COALESCE((SELECT sum(u.slots) FROM usage u WHERE u.pool = w.name AND u.backfill), 0) AS backfill_used, "
+    "EXISTS (SELECT 1 FROM task_instances t WHERE t.state = 'scheduled' AND t.pool = w.name "
+    "  AND NOT t.backfill) AS waiting, "
+    "EXISTS (SELECT 1 FROM task_instances t WHERE t.state = 'scheduled' AND t.pool = w.name "
+    "  AND t.backfill) AS backfills_waiting "
+    "FROM wanted w"
 )
 
 #: Task instances of one lane (backfill runs' or the others') waiting in a pool, in admission order,
 #: after a keyset position.
 WAITING_IN_POOL = _sql(
     "SELECT ti.id, ti.dag_id, ti.task_id, ti.pool, ti.pool_slots, ti.priority_weight, ti.logical_date, "
-    "ti.queue, ti.backfill, r.dag_version_id FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
+    "ti.queue, ti.backfill, ti.run_pk, r.dag_version_id FROM task_instances ti "
+    "JOIN dag_runs r ON r.id = ti.run_pk "
     "JOIN dags d ON d.dag_id = ti.dag_id "
     "WHERE ti.state = 'scheduled' AND ti.pool = :pool AND ti.backfill = :backfill AND NOT d.paused "
     "AND (-ti.priority_weight, ti.logical_date, ti.id) > (:after_priority, :after_date, :after_id) "
     "ORDER BY ti.priority_weight DESC, ti.logical_date, ti.id LIMIT :limit"
 )
 
+#: Queued and running task instances of DAGs, from the occupancy counters.
 ACTIVE_TASKS_OF_DAGS = _sql(
-    "SELECT dag_id, count(*) AS active FROM task_instances WHERE state IN ('queued', 'running') "
-    "AND dag_id = ANY(:dag_ids) GROUP BY dag_id"
+    "SELECT q.dag_id, COALESCE(o.tasks, 0) + COALESCE((SELECT sum(d.tasks) FROM occupancy_deltas d "
+    "  WHERE d.dag_id = q.dag_id), 0) AS active "
+    "FROM unnest(CAST(:dag_ids AS text[])) AS q(dag_id) LEFT JOIN dag_occupancy o ON o.dag_id = q.dag_id"
 )
 
 ACTIVE_INSTANCES_OF_TASKS = _sql(
@@ -154,9 +175,12 @@ RUNNING_RUNS_OF_DAGS = _sql(
 )
 
 #: Queued runs of the given DAGs, oldest logical date first: woken when a run of their DAG ends.
-QUEUED_RUNS_OF_DAGS = _sql(
-    "SELECT id FROM dag_runs WHERE state = 'queued' AND dag_id = ANY(:dag_ids) "
-    "ORDER BY logical_date LIMIT 1000"
+#: The oldest queued runs (not a backfill's) of each DAG, at most as many as each may start now: the
+#: runs held back by max_active_runs when runs of their DAG ended.
+QUEUED_RUNS_TO_START = _sql(
+    "SELECT q.id FROM unnest(CAST(:dag_ids AS text[]), CAST(:rooms AS int[])) AS d(dag_id, room) "
+    "CROSS JOIN LATERAL (SELECT id FROM dag_runs WHERE state = 'queued' AND dag_id = d.dag_id "
+    "  AND backfill_id IS NULL ORDER BY logical_date LIMIT d.room) AS q"
 )
 
 #: Running runs and how long they have been running, for the leader's run-timeout timer.

@@ -1,0 +1,85 @@
+"""What the leader knows of the runs it evaluates, between passes of one term.
+
+A pass that evaluates a run in full keeps its task instances here; the next pass for that run reads
+again only what changed since: the task instances a registry reported (``run/ti`` notifications),
+those the leader wrote itself (``dirty``), and the run in full when anything else may have changed
+it: its ``control_version`` moved (every manual change raises it under the run's lock), the run is
+not known here, or it was asked for in full (a new run, a retry coming due, a lost attempt failed
+over, a pool resized, a listener that reconnected, a failed pass).
+
+What the cache may hold stale is only what nobody reports: a claim moving a task instance from
+queued to running. The planner treats both alike, and a write that relied on the difference (a
+run timeout failing running attempts) is guarded, so its shortfall rolls the pass back and the run
+is read in full. Entries are dropped when their run ends and when a pass over them fails; the
+cache holds at most ``max_tasks`` task instances, dropping the runs used longest ago.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from schedd_core.planner import TaskSnapshot
+from schedd_store.planning_reads import PlanningRun
+
+
+@dataclass
+class CachedRun:
+    control_version: int
+    tasks: dict[str, TaskSnapshot]
+    ti_ids: dict[str, int]
+    tries: dict[str, int]
+    #: Task instances the leader wrote in the last pass over the run: read again before planning it.
+    dirty: set[int] = field(default_factory=set)
+
+
+class RunCache:
+    def __init__(self, max_tasks: int = 200_000) -> None:
+        self._runs: OrderedDict[int, CachedRun] = OrderedDict()
+        self._tasks = 0
+        self._max_tasks = max_tasks
+
+    def __contains__(self, run_pk: int) -> bool:
+        return run_pk in self._runs
+
+    def get(self, run_pk: int) -> CachedRun | None:
+        return self._runs.get(run_pk)
+
+    def keep(self, run: PlanningRun, dirty: set[int]) -> None:
+        """Remember ``run`` as planned (its task instances as read), with the ones just written."""
+        self.drop(run.pk)
+        self._runs[run.pk] = CachedRun(run.control_version, run.tasks, run.ti_ids, run.tries, dirty)
+        self._tasks += len(run.tasks)
+        while self._tasks > self._max_tasks and len(self._runs) > 1:
+            _, evicted = self._runs.popitem(last=False)
+            self._tasks -= len(evicted.tasks)
+
+    def mark_written(self, run_pk: int, ti_ids: set[int]) -> None:
+        """The leader wrote these task instances of a known run (admitting what waited in a pool):
+        read them again before planning it."""
+        entry = self._runs.get(run_pk)
+        if entry is not None:
+            entry.dirty |= ti_ids
+
+    def drop(self, run_pk: int) -> None:
+        entry = self._runs.pop(run_pk, None)
+        if entry is not None:
+            self._tasks -= len(entry.tasks)
+
+    def clear(self) -> None:
+        self._runs.clear()
+        self._tasks = 0
+
+    def merge(self, fresh: PlanningRun) -> PlanningRun:
+        """The run as planning needs it: the cached task instances, overlaid with those just read
+        (``fresh.changed`` names them). The cache entry must exist and match the control version."""
+        entry = self._runs[fresh.pk]
+        self._runs.move_to_end(fresh.pk)
+        tasks = dict(entry.tasks)
+        tasks.update(fresh.tasks)
+        ti_ids = dict(entry.ti_ids)
+        ti_ids.update(fresh.ti_ids)
+        tries = dict(entry.tries)
+        tries.update(fresh.tries)
+        fresh.tasks, fresh.ti_ids, fresh.tries = tasks, ti_ids, tries
+        return fresh

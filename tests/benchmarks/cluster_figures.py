@@ -1,0 +1,127 @@
+"""Fail-over and footprint figures of a running cluster.
+
+- fail-over: from a kill -9 or SIGTERM of the leader, or from a leader frozen (by a fault point)
+  while it holds the fence lock, to the next committed scheduling pass of a new term;
+- footprint: the proportional set size (PSS) of each service with its task processes, and the CPU
+  each uses while the cluster is idle.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from schedd_devstack.services import Cluster, ServiceProcess
+from schedd_faults.points import arm
+from tests.benchmarks.common import register, schedctl
+from tests.benchmarks.workloads import chain_spec
+
+
+def _first_pass_after(cluster: Cluster, token: int, since: float) -> float:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        committed = cluster.fetchval(
+            "SELECT extract(epoch FROM min(committed_at)) FROM scheduler_passes WHERE token = $1", token
+        )
+        if committed is not None:
+            return float(committed) - since
+        time.sleep(0.01)
+    raise RuntimeError("no scheduling pass after the fail-over")
+
+
+def measure_failover(cluster: Cluster, how: str, workdir: Path, faults: Path) -> float:
+    """Seconds from the fault (``kill``, ``term`` or ``frozen``) to the new term's first committed pass;
+    afterwards a fresh standby is started for the next measurement."""
+    token, leader = cluster.wait_for_leader()
+    register(cluster, chain_spec(200), workdir)
+    schedctl(cluster, "runs", "trigger", "chain", "--run-id", f"failover-{how}-{token}")
+    time.sleep(0.5)  # let the chain get going, so a pass is due right after the fail-over
+    frozen: ServiceProcess | None = None
+    if how == "frozen":
+        hit = arm(faults, "fence.locked", "stop")
+        deadline = time.monotonic() + 30
+        while not hit.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the leader never reached the fence lock")
+            time.sleep(0.005)
+        sent = time.time()
+        frozen = leader
+    else:
+        sent = time.time()
+        leader.kill() if how == "kill" else leader.terminate()
+    try:
+        new_token, _ = cluster.wait_for_leader(above=token, timeout=60)
+        seconds = _first_pass_after(cluster, new_token, sent)
+    finally:
+        if frozen is not None:
+            frozen.resume()
+    if frozen is not None:
+        frozen.terminate()
+    cluster.add_scheduler()
+    return seconds
+
+
+def descendants(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True, check=True).stdout
+    children: dict[int, list[int]] = {}
+    for line in out.splitlines():
+        child, parent = (int(x) for x in line.split())
+        children.setdefault(parent, []).append(child)
+    result, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            result.append(c)
+            todo.append(c)
+    return result
+
+
+def pss_kib(pids: list[int]) -> int:
+    total = 0
+    for p in pids:
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except OSError:
+            pass
+    return total
+
+
+def measure_footprint(cluster: Cluster, idle_seconds: float, others: dict[str, int]) -> dict[str, Any]:
+    """PSS and idle CPU of each service (with its children) and of ``others`` (name -> pid: PostgreSQL,
+    etcd), and the services' totals."""
+    services: dict[str, int] = {"api": cluster.api.pid} if cluster.api and cluster.api.pid else {}
+    if cluster.registry is not None and cluster.registry.pid:
+        services["registry"] = cluster.registry.pid
+    services |= {name: p.pid for name, p in cluster.schedulers.items() if p.alive and p.pid}
+    services |= {name: p.pid for name, p in cluster.workers.items() if p.alive and p.pid}
+    trees = {name: [pid, *descendants(pid)] for name, pid in {**services, **others}.items()}
+    before = {name: cpu_seconds(pids) for name, pids in trees.items()}
+    time.sleep(idle_seconds)
+    each = {
+        name: {
+            "pss_mb": pss_kib(pids) / 1024,
+            "idle_cpu_percent": 100 * (cpu_seconds(pids) - before[name]) / idle_seconds,
+        }
+        for name, pids in trees.items()
+    }
+    return {
+        "services_pss_mb": sum(each[n]["pss_mb"] for n in services),
+        "services_idle_cpu_percent": sum(each[n]["idle_cpu_percent"] for n in services),
+        "each": each,
+    }
