@@ -65,5 +65,10 @@ class LeaseExpired(ScheddError):
     """
 
 
+class PermissionDenied(ScheddError):
+    """The caller is authenticated but may not do this (its role, or a worker id its token is not
+    bound to)."""
+
+
 class Unavailable(ScheddError):
     """A dependency (etcd, PostgreSQL, a peer service) cannot be reached right now."""

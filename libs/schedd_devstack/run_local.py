@@ -5,13 +5,15 @@
 migrates the database, starts the api, the registry, one scheduler and two workers
 (logs in ``.schedd/logs/``), registers every ``examples/*.yaml`` and ``examples/*.py`` with ``schedctl``,
 triggers ``diamond`` and waits for it, and then prints how to use ``schedctl`` against
-the running stack. It keeps running until Ctrl-C or SIGTERM and then stops everything
+the running stack. Authentication is on: an admin token is written to ``.schedd/admin-token``
+and workers connect with a worker token. It keeps running until Ctrl-C or SIGTERM and then stops everything
 it started. Exit status: 0 after a requested stop, 1 when a step fails or a service
 dies (the message says which, with its log tail).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import subprocess
@@ -131,6 +133,7 @@ def _print_usage(cluster: Cluster, stack: DevStack, log_dir: Path) -> None:
         "[bold green]schedd is running.[/bold green] In another shell:",
         "",
         f"  export SCHEDD_API={shlex.quote(env['SCHEDD_API'])}",
+        f"  export SCHEDCTL_TOKEN=$(cat {shlex.quote(str(stack.base_dir / 'admin-token'))})",
         "  schedctl dags list",
         "  schedctl runs trigger diamond --wait",
         "  schedctl runs list",
@@ -188,6 +191,7 @@ def run(
             schedulers=schedulers,
             workers=workers,
             api_port=api_port,
+            auth=True,
         )
         _step("migrating the database")
         began = time.monotonic()
@@ -198,6 +202,11 @@ def run(
         _step(f"starting the api, the registry, {services}")
         began = time.monotonic()
         cluster.start(migrate=False)
+        # schedctl, run by the steps below, reads its token from the environment.
+        os.environ["SCHEDCTL_TOKEN"] = cluster.admin_token
+        token_file = stack.base_dir / "admin-token"
+        token_file.write_text(cluster.admin_token + "\n")
+        token_file.chmod(0o600)
         leader = cluster.leader()
         _ok(
             f"api at {cluster.api_address}, registry at {cluster.registry_address}, "
@@ -218,8 +227,15 @@ def run(
             _trigger_diamond(cluster.api_address)
 
         _print_usage(cluster, stack, log_dir)
+        drained: set[str] = set()
         while not stop_requested.wait(_POLL_SECONDS):
             dead, dead_servers = cluster.dead(), stack.dead()
+            for proc in [p for p in dead if p.name in cluster.workers and p.returncode == 0]:
+                # A drained worker (schedctl workers drain) exits 0 once its tasks are done.
+                if proc.name not in drained:
+                    console.print(f"    worker {proc.name} drained and exited; the rest keeps running")
+                    drained.add(proc.name)
+            dead = [p for p in dead if p.name not in drained]
             if dead or dead_servers:
                 raise StepFailed(_describe_dead(dead, dead_servers) + "\nstopping everything")
     except _StopRequested as exc:

@@ -72,6 +72,7 @@ from schedd_devstack._process import (
     unregister_running,
 )
 from schedd_devstack.binaries import DevstackError
+from schedd_devstack.credentials import create_cluster_tokens
 from schedd_devstack.ports import LOCALHOST, free_port
 from schedd_devstack.postgres import ensure_task_role
 from schedd_store.engine import asyncpg_dsn
@@ -336,6 +337,8 @@ class Cluster:
     ``host:port[,host:port]``. Logs go to ``log_dir/<service>.log``. ``env`` replaces the
     base environment of every service (default: ours, without ``SCHEDD_*``); ``service_env``
     adds settings for every service (``SCHEDD_LOG_LEVEL``, ``SCHEDD_LEASE_TTL``...).
+    Without ``auth`` the services run with ``SCHEDD_AUTH=none`` (development mode); with it, start
+    creates an admin token (:attr:`admin_token`) and a worker token every worker connects with.
     Usable as a context manager. Not thread-safe.
     """
 
@@ -360,6 +363,7 @@ class Cluster:
         cwd: Path | None = None,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+        auth: bool = False,
     ) -> None:
         if schedulers < 0 or workers < 0 or registries < 0:
             raise ValueError("schedulers, workers and registries must not be negative")
@@ -381,7 +385,13 @@ class Cluster:
         self._api_port = api_port
         self._registry_port = registry_port
         self._base_env = _service_env(env)
+        self.auth = auth
+        if not auth:
+            self._base_env["SCHEDD_AUTH"] = "none"
         self._base_env.update(service_env or {})
+        #: with ``auth``: an admin token (for schedctl) and the token every worker connects with
+        self.admin_token = ""
+        self.worker_token = ""
         self._kind_env: dict[str, dict[str, str]] = {
             "scheduler": dict(scheduler_env or {}),
             "worker": dict(worker_env or {}),
@@ -498,6 +508,10 @@ class Cluster:
         try:
             if migrate:
                 self.migrate()
+            if self.auth:
+                made = run_coroutine_sync(lambda: create_cluster_tokens(self.database_url, self.tag))
+                self.admin_token, self.worker_token = made.admin, made.worker
+                self._kind_env["worker"].setdefault("SCHEDD_WORKER_TOKEN", made.worker)
             token_before, _ = self.fence()
             if self._initial_schedulers:
                 self._wait_no_foreign_leader(min(deadline, time.monotonic() + _STALE_LEADER_TIMEOUT))

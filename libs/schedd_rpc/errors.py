@@ -29,6 +29,7 @@ STATUS_OF: list[tuple[type[e.ScheddError], grpc.StatusCode]] = [
     (e.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (e.FencedOut, grpc.StatusCode.FAILED_PRECONDITION),
     (e.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (e.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (e.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (e.ScheddError, grpc.StatusCode.INTERNAL),
 ]

@@ -58,6 +58,13 @@ def parse_worker_name(name: str, field: str = "name") -> str:
     return _ids(field, parts[1])[0]
 
 
+def parse_token_name(name: str, field: str = "name") -> str:
+    parts = name.split("/")
+    if len(parts) != 2 or parts[0] != "tokens" or not parts[1]:
+        raise InvalidArgument(field, f"{quote(name)} is not a token name; expected 'tokens/{{name}}'")
+    return _ids(field, parts[1])[0]
+
+
 def backfill_name(backfill_id: int) -> str:
     return f"backfills/{backfill_id}"
 

@@ -1,15 +1,20 @@
-"""The frame every schedd gRPC server shares: health checking, reflection, graceful stop."""
+"""The frame every schedd gRPC server shares: health checking, reflection, TLS, the access
+interceptor, graceful stop."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
+from schedd_core.errors import InvalidArgument
+from schedd_rpc.tls import ServerTLS
 
 log = logging.getLogger(__name__)
 
@@ -18,25 +23,32 @@ MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 
 def make_server(
-    address: str, service_names: Iterable[str], register: Callable[[grpc.aio.Server], None]
+    address: str,
+    service_names: Iterable[str],
+    register: Callable[[grpc.aio.Server], None],
+    *,
+    tls: ServerTLS | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
-    """A server on ``address`` with the services ``register`` adds, plus health and reflection.
+    """A server on ``address`` with the services ``register`` adds, plus health and reflection,
+    serving TLS when ``tls`` is given and plaintext otherwise, every call passing ``interceptors``.
 
     Returns the server (not started) and its health servicer; every named service starts SERVING.
     """
     server = grpc.aio.server(
+        interceptors=list(interceptors),
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
     register(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = list(service_names)
     reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(address)
+    port = server.add_secure_port(address, tls.credentials()) if tls else server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     return server, health_servicer
@@ -48,6 +60,23 @@ async def set_serving(
     status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
     for name in ["", *names]:
         await health_servicer.set(name, status)
+
+
+def auth_enabled(env: dict[str, str] | None = None) -> bool:
+    """``SCHEDD_AUTH``: ``tokens`` (the default) requires a bearer token on every call; ``none``
+    disables authentication for development, which the caller must log loudly."""
+    value = (env if env is not None else dict(os.environ)).get("SCHEDD_AUTH", "tokens")
+    if value not in ("tokens", "none"):
+        raise InvalidArgument("SCHEDD_AUTH", f"must be 'tokens' or 'none', not {value!r}")
+    return value == "tokens"
+
+
+def warn_auth_disabled(service: str) -> None:
+    log.warning(
+        "AUTHENTICATION IS DISABLED (SCHEDD_AUTH=none): anyone who can reach this %s may call every "
+        "method as an admin. Use this for local development only.",
+        service,
+    )
 
 
 def stop_signals() -> asyncio.Event:

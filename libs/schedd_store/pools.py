@@ -39,10 +39,14 @@ async def list_pools(engine: AsyncEngine) -> list[PoolRecord]:
 
 
 async def set_pool(
-    engine: AsyncEngine, name: str, slots: int, description: str, backfill_share: float | None = None
+    engine: AsyncEngine,
+    name: str,
+    slots: int,
+    description: str | None = None,
+    backfill_share: float | None = None,
 ) -> PoolRecord:
-    """Create the pool or change its size (and, when given, its backfill share); runs waiting for
-    it are evaluated again."""
+    """Create the pool or change its size (and, when given, its description and backfill share);
+    runs waiting for it are evaluated again."""
     check_id("pool", name)
     if not 0 <= slots <= MAX_CONCURRENCY:
         raise InvalidArgument("slots", f"must be between 0 and {MAX_CONCURRENCY}")

@@ -2,7 +2,7 @@
 
 Nothing grows without bound: finished runs (with their task instances, attempts and output),
 output older than its own age, the pass log, delivered (or abandoned) outbox events, the request
-log and workers that left. :class:`Retention` says how old each may get (0 keeps it forever).
+log, workers that left and audit records. :class:`Retention` says how old each may get (0 keeps it forever).
 Each batch is one short fenced transaction (a run batch holds at most ``RUN_BUDGET`` task
 instances), so retention never holds locks for long and a deposed leader deletes nothing.
 """
@@ -33,9 +33,10 @@ class Retention:
     outbox: float = 7 * DAY
     requests: float = 7 * DAY
     workers: float = 7 * DAY
+    audit: float = 365 * DAY
 
     def __post_init__(self) -> None:
-        for name in ("runs", "logs", "passes", "outbox", "requests", "workers"):
+        for name in ("runs", "logs", "passes", "outbox", "requests", "workers", "audit"):
             if getattr(self, name) < 0:
                 raise ValueError(f"retention of {name} must not be negative")
 
@@ -56,5 +57,6 @@ def purges(retention: Retention) -> list[tuple[str, TextClause, float]]:
         ("outbox", sql.PURGE_OUTBOX, retention.outbox),
         ("requests", sql.PURGE_REQUESTS, retention.requests),
         ("workers", sql.PURGE_GONE_WORKERS, retention.workers),
+        ("audit", sql.PURGE_AUDIT_RECORDS, retention.audit),
     ]
     return [(name, statement, age) for name, statement, age in kinds if age > 0]

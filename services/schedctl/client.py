@@ -8,24 +8,34 @@ from typing import TypeVar
 import grpc
 
 from schedd.v1 import api_pb2_grpc
+from schedd_rpc.tls import ClientTLS, token_metadata
 
 T = TypeVar("T")
 
 
 class ApiClient:
-    def __init__(self, address: str, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self, address: str, *, timeout: float = 10.0, token: str = "", tls: ClientTLS | None = None
+    ) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address)
+        self._metadata = token_metadata(token)
+        self._channel = (
+            grpc.secure_channel(address, tls.credentials())
+            if tls is not None
+            else grpc.insecure_channel(address)
+        )
         self.dags = api_pb2_grpc.DagServiceStub(self._channel)
         self.runs = api_pb2_grpc.RunServiceStub(self._channel)
         self.cluster = api_pb2_grpc.ClusterServiceStub(self._channel)
         self.workers = api_pb2_grpc.WorkerServiceStub(self._channel)
         self.pools = api_pb2_grpc.PoolServiceStub(self._channel)
         self.backfills = api_pb2_grpc.BackfillServiceStub(self._channel)
+        self.tokens = api_pb2_grpc.TokenServiceStub(self._channel)
+        self.audit = api_pb2_grpc.AuditServiceStub(self._channel)
 
     def call(self, method: Callable[..., T], request: object) -> T:
-        return method(request, timeout=self.timeout)
+        return method(request, timeout=self.timeout, metadata=self._metadata)
 
     def close(self) -> None:
         self._channel.close()

@@ -54,7 +54,8 @@ def workers_drain(
     use_format(output_format)
     resp = call(state.client.workers.DrainWorker, api_pb2.DrainWorkerRequest(name=f"workers/{worker_id}"))
     assert isinstance(resp, api_pb2.Worker)
-    show(resp, f"drain requested for worker {resp.worker_id} ({resp.running} attempts running)")
+    running = "1 attempt" if resp.running == 1 else f"{resp.running} attempts"
+    show(resp, f"drain requested for worker {resp.worker_id} ({running} running)")
 
 
 @pools_app.command("list")
@@ -70,7 +71,7 @@ def pools_list(output_format: OutputOption = None) -> None:
 def pools_set(
     pool: Annotated[str, typer.Argument(help="the pool's name")],
     slots: Annotated[int, typer.Argument(help="how many slots")],
-    description: Annotated[str, typer.Option(help="what the pool is for")] = "",
+    description: Annotated[str | None, typer.Option(help="what the pool is for; default: keep")] = None,
     backfill_share: Annotated[
         float | None,
         typer.Option(
@@ -82,12 +83,15 @@ def pools_set(
 ) -> None:
     """Create a pool or change its size (and its backfill share)."""
     use_format(output_format)
-    request = api_pb2.SetPoolRequest(pool=pool, slots=slots, description=description)
+    request = api_pb2.SetPoolRequest(pool=pool, slots=slots)
+    if description is not None:
+        request.description = description
     if backfill_share is not None:
         request.backfill_share = backfill_share
     resp = call(state.client.pools.SetPool, request)
     assert isinstance(resp, api_pb2.Pool)
-    show(resp, f"pool {resp.pool}: {resp.slots} slots, backfills {resp.backfill_share:.0%} while others wait")
+    slots_text = "1 slot" if resp.slots == 1 else f"{resp.slots} slots"
+    show(resp, f"pool {resp.pool}: {slots_text}, backfills {resp.backfill_share:.0%} while others wait")
 
 
 @app.command("leader")

@@ -1,14 +1,15 @@
 """The ``schedctl`` command line: ``schedctl --help`` lists the commands.
 
-Exit codes: 0 success; 1 a waited-for run (or backfill) failed; 2 the request was rejected (bad
-input, not found, ...); 3 the api could not be reached.
+Exit codes (``schedctl.cli``): 0 success; 1 a waited-for run (or backfill) failed; 2 usage or
+rejected input; 3 not found; 4 not authenticated or not allowed; 5 the api could not be reached;
+6 a wait timed out.
 """
 
 from __future__ import annotations
 
 import sys
 
-from schedctl import backfills, cluster, dags, runs, tasks  # noqa: F401  (each registers its commands)
+from schedctl import access, backfills, cluster, dags, runs, tasks  # noqa: F401  (each registers its commands)
 from schedctl.cli import app
 
 

@@ -115,18 +115,23 @@ def _time(ts: Any) -> str:
     return str(ts.ToDatetime().isoformat(timespec="milliseconds"))
 
 
-def _utc(ts: Any) -> str:
+def utc(ts: Any) -> str:
     return str(ts.ToDatetime().isoformat(timespec="seconds")) + "Z"
 
 
+def styled_code(code: str) -> str:
+    """A gRPC status code name, red unless OK."""
+    return code if code == "OK" else f"[red]{code}[/red]"
+
+
 def _interval(interval: pb.DataInterval) -> str:
-    return f"{_utc(interval.start)} .. {_utc(interval.end)}"
+    return f"{utc(interval.start)} .. {utc(interval.end)}"
 
 
 def intervals_table(intervals: list[pb.DataInterval]) -> Table:
     table = Table("LOGICAL DATE (UTC)", "DATA INTERVAL END (UTC)")
     for i in intervals:
-        table.add_row(_utc(i.start), _utc(i.end))
+        table.add_row(utc(i.start), utc(i.end))
     return table
 
 
@@ -149,12 +154,12 @@ def backfill_table(b: pb.Backfill) -> Table:
         "DATA INTERVAL END (UTC)",
         title=backfill_summary(b),
         caption=(
-            f"{_utc(b.start_date)} .. {_utc(b.end_date)}, {strategy}, max_active_runs {b.max_active_runs}, "
+            f"{utc(b.start_date)} .. {utc(b.end_date)}, {strategy}, max_active_runs {b.max_active_runs}, "
             f"chunk_size {b.chunk_size}, {'backward' if b.backward else 'forward'}, {reprocess}"
         ),
     )
     for i in b.intervals:
-        table.add_row(_utc(i.start), _utc(i.end))
+        table.add_row(utc(i.start), utc(i.end))
     return table
 
 
@@ -170,7 +175,7 @@ def backfills_table(backfills: list[pb.Backfill]) -> Table:
             f"{p.succeeded + p.failed + p.skipped}/{p.total}",
             str(p.running),
             str(p.failed),
-            f"{_utc(b.start_date)} .. {_utc(b.end_date)}",
+            f"{utc(b.start_date)} .. {utc(b.end_date)}",
         )
     return table
 

@@ -13,7 +13,7 @@ from schedctl import output
 from schedctl.cli import (
     EXIT_REJECTED,
     EXIT_RUN_FAILED,
-    EXIT_UNAVAILABLE,
+    EXIT_WAIT_TIMED_OUT,
     Format,
     OutputOption,
     app,
@@ -98,6 +98,14 @@ def runs_trigger(
         ),
     )
     assert isinstance(run, pb.DagRun)
+    dag = call(state.client.dags.GetDag, api_pb2.GetDagRequest(name=f"dags/{dag_id}"))
+    assert isinstance(dag, pb.Dag)
+    if dag.paused:
+        output.err_console.print(
+            f"[yellow]warning:[/yellow] dag {dag_id} is paused: the run waits until "
+            f"'schedctl dags unpause {dag_id}'",
+            highlight=False,
+        )
     if not wait:
         show(run, f"triggered {run.name}")
         return
@@ -118,7 +126,7 @@ def _wait_for(name: str, timeout: float) -> pb.DagRun:
         if run.state in (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED):
             return run
         if time.monotonic() > deadline:
-            fail(EXIT_UNAVAILABLE, f"{name} did not finish within {timeout:g}s")
+            fail(EXIT_WAIT_TIMED_OUT, f"{name} did not finish within {timeout:g}s")
         time.sleep(interval)
         interval = min(interval * 1.5, 1.0)
 

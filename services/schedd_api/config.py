@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schedd_rpc.tls import ServerTLS
+
 
 @dataclass(frozen=True)
 class ApiConfig:
@@ -11,3 +13,8 @@ class ApiConfig:
     listen: str = "127.0.0.1:50051"
     etcd_endpoints: str = ""
     db_pool_size: int = 5
+    #: Require a bearer token on every call (``SCHEDD_AUTH=tokens``); False only for development.
+    auth: bool = True
+    tls: ServerTLS | None = None
+    #: ``SCHEDD_BOOTSTRAP_TOKEN``: stored as an admin token at start-up if it is not yet.
+    bootstrap_token: str = ""

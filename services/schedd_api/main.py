@@ -10,6 +10,7 @@ import grpc
 import typer
 
 from schedd.v1 import api_pb2
+from schedd_api.access import AuditServicer, TokenServicer
 from schedd_api.config import ApiConfig
 from schedd_api.servicer import (
     BackfillServicer,
@@ -19,23 +20,40 @@ from schedd_api.servicer import (
     RunServicer,
     WorkerServicer,
 )
+from schedd_auth.tokens import parse
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import SystemClock
+from schedd_core.errors import AlreadyExists, InvalidArgument
 from schedd_faults import FaultPoints
+from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
-from schedd_rpc.server import make_server, set_serving, stop_signals
+from schedd_rpc.server import auth_enabled, make_server, set_serving, stop_signals, warn_auth_disabled
+from schedd_rpc.tls import ServerTLS
+from schedd_store import tokens
 from schedd_store.engine import make_engine
 
 log = logging.getLogger("schedd.api")
 
-SERVICES = [
-    api_pb2.DESCRIPTOR.services_by_name["DagService"].full_name,
-    api_pb2.DESCRIPTOR.services_by_name["RunService"].full_name,
-    api_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name,
-    api_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name,
-    api_pb2.DESCRIPTOR.services_by_name["PoolService"].full_name,
-    api_pb2.DESCRIPTOR.services_by_name["BackfillService"].full_name,
-]
+SERVICES = [service.full_name for service in api_pb2.DESCRIPTOR.services_by_name.values()]
+
+#: The name under which ``SCHEDD_BOOTSTRAP_TOKEN`` is stored (an admin token).
+BOOTSTRAP_TOKEN_NAME = "bootstrap-admin"
+
+
+async def ensure_bootstrap_token(config: ApiConfig) -> None:
+    """Store ``SCHEDD_BOOTSTRAP_TOKEN`` as an admin token if it is not stored yet (a token of that
+    name that was revoked stays revoked)."""
+    token = parse(config.bootstrap_token)
+    if token is None:
+        raise InvalidArgument("SCHEDD_BOOTSTRAP_TOKEN", "is not a schedd token (sdt_<id>_<secret>)")
+    engine = make_engine(config.database_url, pool_size=1, application_name="schedd-api")
+    try:
+        await tokens.create_token(engine, BOOTSTRAP_TOKEN_NAME, "admin", token=token, created_by="bootstrap")
+        log.info("stored the bootstrap admin token %r", BOOTSTRAP_TOKEN_NAME)
+    except AlreadyExists:
+        pass
+    finally:
+        await engine.dispose()
 
 
 async def serve(config: ApiConfig) -> None:
@@ -50,17 +68,24 @@ async def serve(config: ApiConfig) -> None:
         "ClusterService": ClusterServicer(engine, etcd),
         "WorkerService": WorkerServicer(engine),
         "PoolService": PoolServicer(engine),
+        "TokenService": TokenServicer(engine),
+        "AuditService": AuditServicer(engine),
     }
 
     def register(server: grpc.aio.Server) -> None:
         for name, servicer in servicers.items():
             add_service(server, api_pb2.DESCRIPTOR.services_by_name[name], servicer)
 
-    server, health = make_server(config.listen, SERVICES, register)
+    if config.bootstrap_token:
+        await ensure_bootstrap_token(config)
+    if not config.auth:
+        warn_auth_disabled("api")
+    access = AccessInterceptor(engine, api_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth)
+    server, health = make_server(config.listen, SERVICES, register, tls=config.tls, interceptors=[access])
     stop = stop_signals()
     await server.start()
     await set_serving(health, SERVICES, True)
-    log.info("api listening on %s", config.listen)
+    log.info("api listening on %s (%s)", config.listen, "TLS" if config.tls else "plaintext")
     await stop.wait()
     await set_serving(health, SERVICES, False)
     await server.stop(grace=5)
@@ -75,9 +100,26 @@ def cli(
     etcd_endpoints: str = typer.Option("", envvar="SCHEDD_ETCD_ENDPOINTS", help="for leader status"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
-    """Serve the schedd public API."""
+    """Serve the schedd public API.
+
+    TLS: ``SCHEDD_TLS_CERT_FILE``, ``SCHEDD_TLS_KEY_FILE`` and, for mutual TLS,
+    ``SCHEDD_TLS_CLIENT_CA_FILE``. Authentication: ``SCHEDD_AUTH`` (``tokens``, the default, or
+    ``none``); ``SCHEDD_BOOTSTRAP_TOKEN`` stores a first admin token.
+    """
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(ApiConfig(database_url=database_url, listen=listen, etcd_endpoints=etcd_endpoints)))
+    try:
+        config = ApiConfig(
+            database_url=database_url,
+            listen=listen,
+            etcd_endpoints=etcd_endpoints,
+            auth=auth_enabled(),
+            tls=ServerTLS.from_env(os.environ),
+            bootstrap_token=os.environ.get("SCHEDD_BOOTSTRAP_TOKEN", ""),
+        )
+        asyncio.run(serve(config))
+    except InvalidArgument as exc:
+        typer.echo(f"schedd-api: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
 import grpc
-from google.protobuf.message import Message
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import backfills, cluster, dags, runs, translate
+from schedd_api.paging import keyset_token, page, page_size
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
@@ -27,37 +24,7 @@ from schedd_store import pools as pool_store
 from schedd_store import runs as run_store
 from schedd_store import workers as worker_store
 
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 1000
 MAX_LOG_BYTES = 1024 * 1024
-
-
-#: A page of a list ends early once its items take this many bytes: every response fits in the 4 MiB
-#: a default gRPC client accepts.
-MAX_PAGE_BYTES = 3 * 1024 * 1024
-
-T = TypeVar("T")
-M = TypeVar("M", bound=Message)
-
-
-def page_size(value: int) -> int:
-    if value < 0:
-        raise InvalidArgument("page_size", "must not be negative")
-    return min(value or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-
-
-def page(records: list[T], limit: int, translate_one: Callable[[T], M]) -> tuple[list[M], bool]:
-    """The messages of one page (at most ``limit`` of ``records``, ``limit + 1`` of which were read, and
-    at most ``MAX_PAGE_BYTES``), and whether more remain after the last one shown."""
-    items: list[M] = []
-    size = 0
-    for record in records[:limit]:
-        item = translate_one(record)
-        size += item.ByteSize()
-        if items and size > MAX_PAGE_BYTES:
-            return items, True
-        items.append(item)
-    return items, len(records) > limit
 
 
 class DagServicer(api_pb2_grpc.DagServiceServicer):
@@ -201,7 +168,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     ) -> api_pb2.ListRunsResponse:
         dag_id = None if request.parent == "dags/-" else names.parse_dag_name(request.parent, "parent")
         limit = page_size(request.page_size)
-        before = _keyset_token(request.page_token)
+        before = keyset_token(request.page_token)
         records = await run_store.list_runs(self._engine, dag_id=dag_id, before=before, limit=limit + 1)
         items, more = page(records, limit, translate.run)
         token = str(records[len(items) - 1].pk) if more else ""
@@ -239,7 +206,7 @@ class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
     ) -> api_pb2.ListBackfillsResponse:
         dag_id = None if request.parent in ("", "dags/-") else names.parse_dag_name(request.parent, "parent")
         limit = page_size(request.page_size)
-        before = _keyset_token(request.page_token)
+        before = keyset_token(request.page_token)
         records = await backfill_store.list_backfills(
             self._engine, dag_id=dag_id, before=before, limit=limit + 1
         )
@@ -266,15 +233,6 @@ class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
         return translate.backfill(
             await backfill_store.cancel_backfill(self._engine, backfill_id, faults=self._faults)
         )
-
-
-def _keyset_token(token: str) -> int:
-    """The id a keyset page starts below; an empty token starts at the newest."""
-    if not token:
-        return 2**62
-    if not (token.isascii() and token.isdigit()) or len(token) > 18:
-        raise InvalidArgument("page_token", "is not a token this server issued")
-    return int(token)
 
 
 class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
@@ -315,8 +273,9 @@ class PoolServicer(api_pb2_grpc.PoolServiceServicer):
         self, request: api_pb2.SetPoolRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Pool:
         share = request.backfill_share if request.HasField("backfill_share") else None
+        description = request.description if request.HasField("description") else None
         return translate.pool(
-            await pool_store.set_pool(self._engine, request.pool, request.slots, request.description, share)
+            await pool_store.set_pool(self._engine, request.pool, request.slots, description, share)
         )
 
 

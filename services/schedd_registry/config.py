@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schedd_core.permits import AttemptWindows
+from schedd_rpc.tls import ServerTLS
 
 
 @dataclass(frozen=True)
@@ -22,3 +23,6 @@ class RegistryConfig:
     metrics_listen: str = ""
     #: Most assignments claimed for one worker in one statement.
     claim_batch: int = 256
+    #: Require a worker token on every stream (``SCHEDD_AUTH=tokens``); False only for development.
+    auth: bool = True
+    tls: ServerTLS | None = None

@@ -11,6 +11,7 @@ import grpc
 import typer
 
 from schedd.v1 import worker_pb2
+from schedd_core.errors import InvalidArgument
 from schedd_core.permits import AttemptWindows
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_faults import FaultPoints
@@ -19,8 +20,10 @@ from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import RegistryMetrics
 from schedd_registry.servicer import WorkerRegistryServicer
+from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
-from schedd_rpc.server import make_server, set_serving, stop_signals
+from schedd_rpc.server import auth_enabled, make_server, set_serving, stop_signals, warn_auth_disabled
+from schedd_rpc.tls import ServerTLS
 from schedd_store import channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
@@ -60,7 +63,10 @@ async def serve(config: RegistryConfig) -> None:
     def register(server: grpc.aio.Server) -> None:
         add_service(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"], servicer)
 
-    server, health = make_server(config.listen, SERVICES, register)
+    if not config.auth:
+        warn_auth_disabled("registry")
+    access = AccessInterceptor(engine, worker_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth)
+    server, health = make_server(config.listen, SERVICES, register, tls=config.tls, interceptors=[access])
     stop = stop_signals()
     await listener.start()
     background = [
@@ -108,7 +114,8 @@ def cli(
     metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
-    """Serve the worker registry."""
+    """Serve the worker registry. TLS and authentication as for the api (``SCHEDD_TLS_*``,
+    ``SCHEDD_AUTH``): workers connect with tokens of role worker."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         windows = AttemptWindows(
@@ -118,15 +125,21 @@ def cli(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    config = RegistryConfig(
-        database_url=database_url,
-        listen=listen,
-        identity=identity or f"{socket.gethostname()}-{os.getpid()}",
-        windows=windows,
-        drain_grace=drain_grace,
-        metrics_listen=metrics_listen,
-    )
-    asyncio.run(serve(config))
+    try:
+        config = RegistryConfig(
+            database_url=database_url,
+            listen=listen,
+            identity=identity or f"{socket.gethostname()}-{os.getpid()}",
+            windows=windows,
+            drain_grace=drain_grace,
+            metrics_listen=metrics_listen,
+            auth=auth_enabled(),
+            tls=ServerTLS.from_env(os.environ),
+        )
+        asyncio.run(serve(config))
+    except InvalidArgument as exc:
+        typer.echo(f"schedd-registry: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:

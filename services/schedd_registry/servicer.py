@@ -20,7 +20,8 @@ import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
-from schedd_core.errors import InvalidArgument
+from schedd_auth import principal
+from schedd_core.errors import InvalidArgument, PermissionDenied
 from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
 from schedd_registry.config import RegistryConfig
@@ -110,6 +111,12 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             return
         windows = self._config.windows
         hello = _validate_hello(first, windows)
+        caller = principal.current()
+        if caller is not None and caller.worker_id and caller.worker_id != hello.worker_id:
+            raise PermissionDenied(
+                f"token {caller.name!r} may only connect as worker {caller.worker_id!r}, "
+                f"not {hello.worker_id!r}"
+            )
         kill_grace = hello.kill_grace.ToTimedelta().total_seconds()
         drain = await self._register(hello, windows, kill_grace)
         session = WorkerSession(

@@ -115,6 +115,9 @@ def cli(
     retain_logs: float = typer.Option(
         30, envvar="SCHEDD_RETAIN_LOGS_DAYS", min=0, help="days task output is kept; 0: forever"
     ),
+    retain_audit: float = typer.Option(
+        365, envvar="SCHEDD_RETAIN_AUDIT_DAYS", min=0, help="days audit records are kept; 0: forever"
+    ),
     retain_records: float = typer.Option(
         7,
         envvar="SCHEDD_RETAIN_RECORDS_DAYS",
@@ -152,6 +155,7 @@ def cli(
             outbox=retain_records * DAY,
             requests=retain_records * DAY,
             workers=retain_records * DAY,
+            audit=retain_audit * DAY,
         ),
     )
     try:

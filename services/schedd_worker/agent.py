@@ -36,6 +36,7 @@ from schedd_exec.attempt_fence import AttemptFence
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
 from schedd_rpc import convert
+from schedd_rpc.tls import token_metadata
 from schedd_worker.config import WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -133,11 +134,17 @@ class WorkerAgent:
 
     # -- the stream -----------------------------------------------------------------------------
 
+    def _channel(self, registry: str) -> grpc.aio.Channel:
+        tls = self._config.tls
+        if tls is None:
+            return grpc.aio.insecure_channel(registry, options=_CHANNEL_OPTIONS)
+        return grpc.aio.secure_channel(registry, tls.credentials(), options=_CHANNEL_OPTIONS)
+
     async def _connect_forever(self) -> None:
         delay = 0.1
         for registry in itertools.cycle(self._config.registries):
             try:
-                async with grpc.aio.insecure_channel(registry, options=_CHANNEL_OPTIONS) as channel:
+                async with self._channel(registry) as channel:
                     await self._session(worker_pb2_grpc.WorkerRegistryStub(channel))
                     delay = 0.1
             except grpc.aio.AioRpcError as exc:
@@ -189,7 +196,7 @@ class WorkerAgent:
             while True:
                 yield await outgoing.get()
 
-        call = stub.Connect(requests())
+        call = stub.Connect(requests(), metadata=token_metadata(cfg.token))
         heartbeats = asyncio.create_task(self._heartbeats(), name="heartbeats")
         try:
             async for message in call:

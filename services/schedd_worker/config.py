@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schedd_rpc.tls import ClientTLS
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -29,3 +31,7 @@ class WorkerConfig:
     python_workers: int = 0
     #: The metadata database, for transactional tasks only; empty: such tasks fail with a clear error.
     task_database_url: str = ""
+    #: A token of role worker (``schedctl tokens create NAME --role worker``), sent on every stream.
+    token: str = ""
+    #: TLS to the registries: the CA to verify them and, for mutual TLS, this worker's certificate.
+    tls: ClientTLS | None = None

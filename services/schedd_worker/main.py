@@ -8,10 +8,13 @@ import logging
 import os
 import socket
 import uuid
+from pathlib import Path
 
 import typer
 
+from schedd_core.errors import InvalidArgument
 from schedd_rpc.server import stop_signals
+from schedd_rpc.tls import ClientTLS
 from schedd_worker.agent import WorkerAgent
 from schedd_worker.config import WorkerConfig
 from schedd_worker.liveness import keep_liveness, liveness_timing
@@ -102,9 +105,22 @@ def cli(
         envvar="SCHEDD_TASK_DATABASE_URL",
         help="the metadata database as the task role (a member of schedd_tasks), for transactional tasks",
     ),
+    token_file: str = typer.Option(
+        "", envvar="SCHEDD_WORKER_TOKEN_FILE", help="a file holding the worker token (or SCHEDD_WORKER_TOKEN)"
+    ),
+    tls_ca: str = typer.Option(
+        "", envvar="SCHEDD_TLS_CA_FILE", help="CA that signed the registries' certificates"
+    ),
+    tls_cert: str = typer.Option(
+        "", envvar="SCHEDD_TLS_CERT_FILE", help="this worker's certificate (mutual TLS)"
+    ),
+    tls_key: str = typer.Option("", envvar="SCHEDD_TLS_KEY_FILE", help="its key"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
-    """Run a worker: connect to a registry and run the tasks it assigns. SIGTERM drains it."""
+    """Run a worker: connect to a registry and run the tasks it assigns. SIGTERM drains it.
+
+    The worker token comes from ``SCHEDD_WORKER_TOKEN`` (or the file ``SCHEDD_WORKER_TOKEN_FILE``).
+    """
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     hostname = socket.gethostname()
     with_lease = bool(etcd_endpoints)
@@ -123,8 +139,26 @@ def cli(
         drain_grace=drain_grace,
         python_workers=python_workers,
         task_database_url=task_database_url,
+        token=read_token(token_file),
+        tls=client_tls(tls_ca, tls_cert, tls_key),
     )
     asyncio.run(serve(config))
+
+
+def read_token(token_file: str) -> str:
+    if token_file:
+        try:
+            return Path(token_file).read_text().strip()
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot read the token file {token_file!r}: {exc.strerror}") from None
+    return os.environ.get("SCHEDD_WORKER_TOKEN", "").strip()
+
+
+def client_tls(ca: str, cert: str, key: str) -> ClientTLS | None:
+    try:
+        return ClientTLS.from_values(ca, cert, key, prefix="SCHEDD_TLS_")
+    except InvalidArgument as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def main() -> None:

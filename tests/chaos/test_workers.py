@@ -620,7 +620,7 @@ def test_schedctl_drains_an_idle_worker_and_lists_workers(make_cluster: MakeClus
     assert states.get("worker-1") == states.get("worker-2") == "active", states
     assert cluster.workers["worker-1"].alive and cluster.workers["worker-2"].alive
     unknown = schedctl(cluster, "workers", "drain", "no-such-worker")
-    assert unknown.returncode == 2 and "no-such-worker" in unknown.stderr, unknown.stderr
+    assert unknown.returncode == 3 and "no-such-worker" in unknown.stderr, unknown.stderr  # not found
 
 
 async def connect_and_leave(registry: str, worker_id: str, *, draining: bool) -> None:

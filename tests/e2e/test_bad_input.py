@@ -32,7 +32,8 @@ pytestmark = pytest.mark.e2e
 
 BASE_DAG = "e2e_base"
 EXIT_REJECTED = 2
-EXIT_UNAVAILABLE = 3
+EXIT_NOT_FOUND = 3
+EXIT_UNAVAILABLE = 5
 RPC_TIMEOUT = 30.0
 
 
@@ -200,9 +201,10 @@ def _state_fast(env: RunningCluster, api: Api) -> dict[str, Any]:
 
 
 def _rejected(result: Any, *needles: str) -> str:
-    """Assert schedctl exited 2 with an error mentioning every needle; the error text."""
-    assert result.returncode == EXIT_REJECTED, (
-        f"exit {result.returncode}, expected {EXIT_REJECTED}:\n{result.stdout}{result.stderr}"
+    """Assert schedctl exited 2 (3 for NOT_FOUND) with an error mentioning every needle; the error text."""
+    expected = EXIT_NOT_FOUND if "NOT_FOUND" in needles else EXIT_REJECTED
+    assert result.returncode == expected, (
+        f"exit {result.returncode}, expected {expected}:\n{result.stdout}{result.stderr}"
     )
     err: str = result.stderr
     assert err.startswith("error: "), err
@@ -449,7 +451,7 @@ def test_a_huge_bad_id_gets_a_short_message(env: RunningCluster, api: Api) -> No
 # -- transport -------------------------------------------------------------------------------------------
 
 
-def test_schedctl_against_nothing_listening_exits_3() -> None:
+def test_schedctl_against_nothing_listening_exits_5() -> None:
     address = f"127.0.0.1:{free_port()}"
     for args in (("dags", "list"), ("runs", "get", "d/r")):
         result = schedctl(address, "--timeout", "5", *args, timeout=60)

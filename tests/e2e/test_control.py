@@ -25,6 +25,7 @@ from tests.e2e.test_semantics import NEVER, Env, gated, pid_alive, semantics_env
 pytestmark = pytest.mark.e2e
 
 EXIT_REJECTED = 2
+EXIT_NOT_FOUND = 3
 RPC_TIMEOUT = 30.0
 
 
@@ -58,11 +59,11 @@ def explain(env: Env, run: str, task_id: str) -> tuple[str, list[str]]:
     return state, reasons
 
 
-def rejected(env: Env, *args: str) -> str:
-    """Run schedctl, expecting exit 2 and a one-line error; returns the error text."""
+def rejected(env: Env, *args: str, code: int = EXIT_REJECTED) -> str:
+    """Run schedctl, expecting exit ``code`` (2: rejected) and a one-line error; returns the error text."""
     result = env.ctl(*args)
-    assert result.returncode == EXIT_REJECTED, (
-        f"exit {result.returncode}, expected {EXIT_REJECTED}:\n{result.stdout}{result.stderr}"
+    assert result.returncode == code, (
+        f"exit {result.returncode}, expected {code}:\n{result.stdout}{result.stderr}"
     )
     assert "Traceback" not in result.stderr, result.stderr
     return result.stderr
@@ -460,13 +461,13 @@ def test_mark_with_a_bad_state_is_rejected(env: Env, api: Api, base_run: str) ->
     err = rejected(env, "tasks", "mark-running", base_run, "a")
     assert "No such command" in err, err
     # A task the DAG does not have.
-    err = rejected(env, "tasks", "mark-success", base_run, "ghost")
+    err = rejected(env, "tasks", "mark-success", base_run, "ghost", code=EXIT_NOT_FOUND)
     assert "NOT_FOUND" in err and "'ghost'" in err, err
     assert _untouched(env) == before
 
 
 def test_explain_of_an_unknown_run_is_not_found(env: Env, api: Api, base_run: str) -> None:
-    err = rejected(env, "explain", "ctl_base/never", "a")
+    err = rejected(env, "explain", "ctl_base/never", "a", code=EXIT_NOT_FOUND)
     assert "NOT_FOUND" in err and "'never'" in err, err
     error = rpc_error(
         api.runs.ExplainTaskInstance,
@@ -482,5 +483,5 @@ def test_explain_of_an_unknown_task_is_not_found(env: Env, api: Api, base_run: s
     )
     assert error.code() == grpc.StatusCode.NOT_FOUND, error
     assert "'ghost'" in error.details()
-    err = rejected(env, "explain", base_run, "ghost")
+    err = rejected(env, "explain", base_run, "ghost", code=EXIT_NOT_FOUND)
     assert "NOT_FOUND" in err, err

@@ -194,7 +194,7 @@ def test_logs_of_each_try_of_a_task_retried_after_its_worker_died(
     wait_for_logs(api, "logs_retried/r1", "t", "output of try 2\n", "--try", "2")
     wait_for_logs(api, "logs_retried/r1", "t", "output of try 2\n")  # the latest by default
     missing = logs(api, "logs_retried/r1", "t", "--try", "3")
-    assert missing.returncode == 2 and "try 3" in missing.stderr, missing
+    assert missing.returncode == 3 and "try 3" in missing.stderr, missing  # not found
 
 
 def test_logs_of_each_try_of_a_task_retried_after_it_failed(
@@ -282,7 +282,7 @@ def test_logs_follow_prints_lines_as_they_come_and_exits_when_the_task_ends(
     assert running_when_seen >= 3 and spread >= 1.0, arrivals
 
 
-def test_logs_of_an_unknown_task_or_run_exit_2(delivery_cluster: RunningCluster, tmp_path: Path) -> None:
+def test_logs_of_an_unknown_task_or_run_exit_3(delivery_cluster: RunningCluster, tmp_path: Path) -> None:
     api = delivery_cluster.api_address
     register(
         api, tmp_path, {"dag_id": "logs_known", "tasks": [{"task_id": "t", "shell": {"command": "echo hi"}}]}
@@ -294,10 +294,10 @@ def test_logs_of_an_unknown_task_or_run_exit_2(delivery_cluster: RunningCluster,
         ("no_such_dag/r1", "t", "no_such_dag"),
     ]:
         result = logs(api, run, task_id)
-        assert result.returncode == 2, (run, task_id, result)
+        assert result.returncode == 3, (run, task_id, result)  # not found
         assert word in result.stderr and result.stdout == "", result
     assert logs(api, "not-a-run-name", "t").returncode == 2
-    assert logs(api, "logs_known/r1", "t", "--try", "2").returncode == 2
+    assert logs(api, "logs_known/r1", "t", "--try", "2").returncode == 3
 
 
 # -- Python tasks and the attempt's environment ------------------------------------------------------

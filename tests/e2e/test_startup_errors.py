@@ -65,7 +65,7 @@ def test_api_answers_unavailable_while_postgresql_is_down() -> None:
     url = f"postgresql+asyncpg://schedd@127.0.0.1:{free_port()}/schedd"
     proc = subprocess.Popen(
         [sys.executable, "-m", "schedd_api.main"],
-        env={**os.environ, "SCHEDD_DATABASE_URL": url, "SCHEDD_API_LISTEN": address},
+        env={**os.environ, "SCHEDD_DATABASE_URL": url, "SCHEDD_API_LISTEN": address, "SCHEDD_AUTH": "none"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

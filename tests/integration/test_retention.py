@@ -76,6 +76,21 @@ async def test_retention_deletes_what_is_old_and_keeps_the_rest(engine: AsyncEng
     assert workers == 2, "only the worker that left long ago goes"
 
 
+async def test_audit_records_are_kept_for_their_own_age(engine: AsyncEngine) -> None:
+    await raise_fence(engine, 3, "leader")
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO audit_log (at, principal, role, method, code) "
+                "SELECT now() - make_interval(days => d), 'p', 'admin', '/m', 'OK' "
+                "FROM generate_series(1, 401, 100) d"
+            )
+        )
+    deleted = await Housekeeper(Fence(engine, 3), Retention()).sweep()
+    assert deleted["audit"] == 1  # 401 days old; 1, 101, 201 and 301 days are kept
+    assert await _count(engine, "SELECT count(*) FROM audit_log") == 4
+
+
 async def test_a_deposed_leader_deletes_nothing(engine: AsyncEngine) -> None:
     await _seed(engine)
     await raise_fence(engine, 3, "old")
@@ -93,6 +108,7 @@ async def test_zero_keeps_forever() -> None:
         "outbox",
         "requests",
         "workers",
+        "audit",
     ]
     with pytest.raises(ValueError, match="negative"):
         Retention(runs=-1)

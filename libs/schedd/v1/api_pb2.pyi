@@ -253,6 +253,7 @@ class SetPoolRequest(_message.Message):
     pool: _builtins.str
     slots: _builtins.int
     description: _builtins.str
+    """Unset keeps the pool's description ("" for a new pool)."""
     backfill_share: _builtins.float
     """The share of the slots backfill runs may hold while other runs wait for the pool (0..1; unset
     keeps the pool's, default 0.5). Each side may use idle slots beyond its share.
@@ -262,16 +263,21 @@ class SetPoolRequest(_message.Message):
         *,
         pool: _builtins.str = ...,
         slots: _builtins.int = ...,
-        description: _builtins.str = ...,
+        description: _builtins.str | None = ...,
         backfill_share: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share", "backfill_share", b"backfill_share"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share", "_description", b"_description", "backfill_share", b"backfill_share", "description", b"description"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share", "backfill_share", b"backfill_share", "description", b"description", "pool", b"pool", "slots", b"slots"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share", "_description", b"_description", "backfill_share", b"backfill_share", "description", b"description", "pool", b"pool", "slots", b"slots"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__backfill_share: _TypeAlias = _typing.Literal["backfill_share"]  # noqa: Y015
     _WhichOneofArgType__backfill_share: _TypeAlias = _typing.Literal["_backfill_share", b"_backfill_share"]  # noqa: Y015
+    _WhichOneofReturnType__description: _TypeAlias = _typing.Literal["description"]  # noqa: Y015
+    _WhichOneofArgType__description: _TypeAlias = _typing.Literal["_description", b"_description"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__backfill_share) -> _WhichOneofReturnType__backfill_share | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__description) -> _WhichOneofReturnType__description | None: ...
 
 Global___SetPoolRequest: _TypeAlias = SetPoolRequest  # noqa: Y015
 
@@ -462,6 +468,197 @@ class TaskLogs(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TaskLogs: _TypeAlias = TaskLogs  # noqa: Y015
+
+@_typing.final
+class CreateTokenRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The token's name, unique (`ci-deployer`)."""
+    role: _builtins.str
+    """viewer, operator, admin or worker."""
+    worker_id: _builtins.str
+    """Only for role worker: bind the token to this worker id."""
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """Unset: never expires.
+        No request_id: the name is unique, so a retried call gets ALREADY_EXISTS and makes nothing.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        role: _builtins.str = ...,
+        worker_id: _builtins.str = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time", "name", b"name", "role", b"role", "worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateTokenRequest: _TypeAlias = CreateTokenRequest  # noqa: Y015
+
+@_typing.final
+class CreateTokenResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    secret: _builtins.str
+    """The token, `sdt_<token id>_<secret>`, sent as the metadata `authorization: Bearer <token>`."""
+    @_builtins.property
+    def token(self) -> _resources_pb2.ApiToken: ...
+    def __init__(
+        self,
+        *,
+        token: _resources_pb2.ApiToken | None = ...,
+        secret: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["token", b"token"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["secret", b"secret", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateTokenResponse: _TypeAlias = CreateTokenResponse  # noqa: Y015
+
+@_typing.final
+class ListTokensRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    INCLUDE_REVOKED_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    include_revoked: _builtins.bool
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        include_revoked: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_revoked", b"include_revoked", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTokensRequest: _TypeAlias = ListTokensRequest  # noqa: Y015
+
+@_typing.final
+class ListTokensResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKENS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.ApiToken]: ...
+    def __init__(
+        self,
+        *,
+        tokens: _abc.Iterable[_resources_pb2.ApiToken] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTokensResponse: _TypeAlias = ListTokensResponse  # noqa: Y015
+
+@_typing.final
+class RevokeTokenRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`tokens/{name}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeTokenRequest: _TypeAlias = RevokeTokenRequest  # noqa: Y015
+
+@_typing.final
+class ListAuditRecordsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    principal: _builtins.str
+    """Only calls by this principal (token name)."""
+    method: _builtins.str
+    """Only calls of methods whose name contains this (`CreateRun`, `RunService`)."""
+    code: _builtins.str
+    """Only calls that ended with this status code (`PERMISSION_DENIED`)."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """Only calls at or after this time."""
+
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        principal: _builtins.str = ...,
+        method: _builtins.str = ...,
+        code: _builtins.str = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "method", b"method", "page_size", b"page_size", "page_token", b"page_token", "principal", b"principal", "since", b"since"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditRecordsRequest: _TypeAlias = ListAuditRecordsRequest  # noqa: Y015
+
+@_typing.final
+class ListAuditRecordsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def records(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.AuditRecord]: ...
+    def __init__(
+        self,
+        *,
+        records: _abc.Iterable[_resources_pb2.AuditRecord] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "records", b"records"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuditRecordsResponse: _TypeAlias = ListAuditRecordsResponse  # noqa: Y015
 
 @_typing.final
 class GetLeaderRequest(_message.Message):

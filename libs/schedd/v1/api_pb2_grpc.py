@@ -1231,6 +1231,245 @@ class WorkerService:
             _registered_method=True)
 
 
+class TokenServiceStub:
+    """Bearer tokens for the API and the worker protocol (admin only).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.CreateToken = channel.unary_unary(
+                '/schedd.v1.TokenService/CreateToken',
+                request_serializer=schedd_dot_v1_dot_api__pb2.CreateTokenRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.CreateTokenResponse.FromString,
+                _registered_method=True)
+        self.ListTokens = channel.unary_unary(
+                '/schedd.v1.TokenService/ListTokens',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListTokensRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListTokensResponse.FromString,
+                _registered_method=True)
+        self.RevokeToken = channel.unary_unary(
+                '/schedd.v1.TokenService/RevokeToken',
+                request_serializer=schedd_dot_v1_dot_api__pb2.RevokeTokenRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.ApiToken.FromString,
+                _registered_method=True)
+
+
+class TokenServiceServicer:
+    """Bearer tokens for the API and the worker protocol (admin only).
+    """
+
+    def CreateToken(self, request, context):
+        """Creates a token; the response holds the token itself, shown only this once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeToken(self, request, context):
+        """`tokens/{name}`: the token authenticates nothing from now on; it stays listed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_TokenServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'CreateToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateToken,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.CreateTokenRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.CreateTokenResponse.SerializeToString,
+            ),
+            'ListTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTokens,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListTokensRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListTokensResponse.SerializeToString,
+            ),
+            'RevokeToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeToken,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.RevokeTokenRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.ApiToken.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.TokenService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.TokenService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class TokenService:
+    """Bearer tokens for the API and the worker protocol (admin only).
+    """
+
+    @staticmethod
+    def CreateToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.TokenService/CreateToken',
+            schedd_dot_v1_dot_api__pb2.CreateTokenRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.CreateTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.TokenService/ListTokens',
+            schedd_dot_v1_dot_api__pb2.ListTokensRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.TokenService/RevokeToken',
+            schedd_dot_v1_dot_api__pb2.RevokeTokenRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.ApiToken.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class AuditServiceStub:
+    """The audit log: every call that changed something and every refused call (admin only).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListAuditRecords = channel.unary_unary(
+                '/schedd.v1.AuditService/ListAuditRecords',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListAuditRecordsResponse.FromString,
+                _registered_method=True)
+
+
+class AuditServiceServicer:
+    """The audit log: every call that changed something and every refused call (admin only).
+    """
+
+    def ListAuditRecords(self, request, context):
+        """Newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AuditServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListAuditRecordsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.AuditService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.AuditService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class AuditService:
+    """The audit log: every call that changed something and every refused call (admin only).
+    """
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.AuditService/ListAuditRecords',
+            schedd_dot_v1_dot_api__pb2.ListAuditRecordsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListAuditRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class ClusterServiceStub:
     """The state of the cluster: who leads the schedulers.
     """

@@ -377,6 +377,89 @@ class WorkerServiceServicer(metaclass=_abc_1.ABCMeta):
 
 def add_WorkerServiceServicer_to_server(servicer: WorkerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
+class TokenServiceStub:
+    """Bearer tokens for the API and the worker protocol (admin only)."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> TokenServiceAsyncStub: ...
+    CreateToken: _grpc.UnaryUnaryMultiCallable[_api_pb2.CreateTokenRequest, _api_pb2.CreateTokenResponse]
+    """Creates a token; the response holds the token itself, shown only this once."""
+    ListTokens: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListTokensRequest, _api_pb2.ListTokensResponse]
+    RevokeToken: _grpc.UnaryUnaryMultiCallable[_api_pb2.RevokeTokenRequest, _resources_pb2.ApiToken]
+    """`tokens/{name}`: the token authenticates nothing from now on; it stays listed."""
+
+@_typing.type_check_only
+class TokenServiceAsyncStub(TokenServiceStub):
+    """Bearer tokens for the API and the worker protocol (admin only)."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    CreateToken: _aio.UnaryUnaryMultiCallable[_api_pb2.CreateTokenRequest, _api_pb2.CreateTokenResponse]  # type: ignore[assignment]
+    """Creates a token; the response holds the token itself, shown only this once."""
+    ListTokens: _aio.UnaryUnaryMultiCallable[_api_pb2.ListTokensRequest, _api_pb2.ListTokensResponse]  # type: ignore[assignment]
+    RevokeToken: _aio.UnaryUnaryMultiCallable[_api_pb2.RevokeTokenRequest, _resources_pb2.ApiToken]  # type: ignore[assignment]
+    """`tokens/{name}`: the token authenticates nothing from now on; it stays listed."""
+
+class TokenServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Bearer tokens for the API and the worker protocol (admin only)."""
+
+    @_abc_1.abstractmethod
+    def CreateToken(
+        self,
+        request: _api_pb2.CreateTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.CreateTokenResponse, _abc.Awaitable[_api_pb2.CreateTokenResponse]]:
+        """Creates a token; the response holds the token itself, shown only this once."""
+
+    @_abc_1.abstractmethod
+    def ListTokens(
+        self,
+        request: _api_pb2.ListTokensRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListTokensResponse, _abc.Awaitable[_api_pb2.ListTokensResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RevokeToken(
+        self,
+        request: _api_pb2.RevokeTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.ApiToken, _abc.Awaitable[_resources_pb2.ApiToken]]:
+        """`tokens/{name}`: the token authenticates nothing from now on; it stays listed."""
+
+def add_TokenServiceServicer_to_server(servicer: TokenServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class AuditServiceStub:
+    """The audit log: every call that changed something and every refused call (admin only)."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> AuditServiceAsyncStub: ...
+    ListAuditRecords: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListAuditRecordsRequest, _api_pb2.ListAuditRecordsResponse]
+    """Newest first."""
+
+@_typing.type_check_only
+class AuditServiceAsyncStub(AuditServiceStub):
+    """The audit log: every call that changed something and every refused call (admin only)."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    ListAuditRecords: _aio.UnaryUnaryMultiCallable[_api_pb2.ListAuditRecordsRequest, _api_pb2.ListAuditRecordsResponse]  # type: ignore[assignment]
+    """Newest first."""
+
+class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
+    """The audit log: every call that changed something and every refused call (admin only)."""
+
+    @_abc_1.abstractmethod
+    def ListAuditRecords(
+        self,
+        request: _api_pb2.ListAuditRecordsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListAuditRecordsResponse, _abc.Awaitable[_api_pb2.ListAuditRecordsResponse]]:
+        """Newest first."""
+
+def add_AuditServiceServicer_to_server(servicer: AuditServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
 class ClusterServiceStub:
     """The state of the cluster: who leads the schedulers."""
 

@@ -905,3 +905,110 @@ class Backfill(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Backfill: _TypeAlias = Backfill  # noqa: Y015
+
+@_typing.final
+class ApiToken(_message.Message):
+    """A bearer token: `tokens/{name}`. The token itself is shown once, when it is created; only a
+    hash of its secret is stored.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    REVOKE_TIME_FIELD_NUMBER: _builtins.int
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    role: _builtins.str
+    """viewer, operator, admin or worker."""
+    worker_id: _builtins.str
+    """For a worker token bound to one worker: the only worker id it may connect as."""
+    created_by: _builtins.str
+    token_id: _builtins.str
+    """The token's public id (the part after `sdt_`), which appears in it; not a secret."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expire_time(self) -> _timestamp_pb2.Timestamp:
+        """Unset: never expires."""
+
+    @_builtins.property
+    def revoke_time(self) -> _timestamp_pb2.Timestamp:
+        """Set once revoked; a revoked token authenticates nothing."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        role: _builtins.str = ...,
+        worker_id: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        created_by: _builtins.str = ...,
+        expire_time: _timestamp_pb2.Timestamp | None = ...,
+        revoke_time: _timestamp_pb2.Timestamp | None = ...,
+        token_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "expire_time", b"expire_time", "revoke_time", b"revoke_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "created_by", b"created_by", "expire_time", b"expire_time", "name", b"name", "revoke_time", b"revoke_time", "role", b"role", "token_id", b"token_id", "worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApiToken: _TypeAlias = ApiToken  # noqa: Y015
+
+@_typing.final
+class AuditRecord(_message.Message):
+    """One audited call: every call that changes something, and every refused call."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    PEER_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    principal: _builtins.str
+    """The token's name, or `-` when the call carried none that authenticated."""
+    role: _builtins.str
+    method: _builtins.str
+    """The full gRPC method, `/schedd.v1.RunService/CreateRun`."""
+    resource: _builtins.str
+    """The resource the request named (`dags/etl/runs/r1`)."""
+    request_id: _builtins.str
+    code: _builtins.str
+    """The gRPC status code the call ended with (`OK`, `PERMISSION_DENIED`...)."""
+    detail: _builtins.str
+    peer: _builtins.str
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        principal: _builtins.str = ...,
+        role: _builtins.str = ...,
+        method: _builtins.str = ...,
+        resource: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        code: _builtins.str = ...,
+        detail: _builtins.str = ...,
+        peer: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "detail", b"detail", "id", b"id", "method", b"method", "peer", b"peer", "principal", b"principal", "request_id", b"request_id", "resource", b"resource", "role", b"role", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditRecord: _TypeAlias = AuditRecord  # noqa: Y015

@@ -14,6 +14,7 @@ Conventions:
 - Worker reports are conditional on the attempt id they carry.
 """
 
+from schedd_store.statements.auth import *  # noqa: F403
 from schedd_store.statements.backfills import *  # noqa: F403
 from schedd_store.statements.control import *  # noqa: F403
 from schedd_store.statements.dags import *  # noqa: F403

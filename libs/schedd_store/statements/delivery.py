@@ -134,8 +134,10 @@ REQUEST_DRAIN = _sql(
 DRAIN_REQUESTED = _sql("SELECT drain_requested FROM workers WHERE worker_id = :worker_id")
 
 _WORKER_COLUMNS = (
-    "worker_id, hostname, queues, capacity, running, state, code_version, registry, registered_at, "
-    "last_seen_at"
+    "worker_id, hostname, queues, capacity, "
+    "(SELECT count(*) FROM task_instances ti "
+    " WHERE ti.worker_id = workers.worker_id AND ti.state = 'running') AS running, "
+    "state, code_version, registry, registered_at, last_seen_at"
 )
 
 LIST_WORKERS = _sql(

@@ -17,11 +17,14 @@ LIST_POOLS = _sql(
     "FROM pools p ORDER BY p.name"
 )
 
-#: Creates or resizes a pool; a NULL :backfill_share keeps the pool's (0.5 for a new pool).
+#: Creates or resizes a pool; a NULL :description or :backfill_share keeps the pool's ('' and 0.5 for
+#: a new pool).
 SET_POOL = _sql(
     "INSERT INTO pools (name, slots, description, backfill_share) "
-    "VALUES (:name, :slots, :description, COALESCE(CAST(:backfill_share AS float8), 0.5)) "
-    "ON CONFLICT (name) DO UPDATE SET slots = EXCLUDED.slots, description = EXCLUDED.description, "
+    "VALUES (:name, :slots, COALESCE(CAST(:description AS text), ''), "
+    "COALESCE(CAST(:backfill_share AS float8), 0.5)) "
+    "ON CONFLICT (name) DO UPDATE SET slots = EXCLUDED.slots, "
+    "description = COALESCE(CAST(:description AS text), pools.description), "
     "backfill_share = COALESCE(CAST(:backfill_share AS float8), pools.backfill_share)"
 )
 

@@ -52,3 +52,8 @@ PURGE_GONE_WORKERS = _sql(
     "  WHERE ti.worker_id = w.worker_id AND ti.state = 'running') "
     "ORDER BY w.last_seen_at LIMIT :batch) RETURNING 1"
 )
+
+PURGE_AUDIT_RECORDS = _sql(
+    "DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log "
+    "WHERE at < now() - make_interval(secs => :age) ORDER BY at LIMIT :batch) RETURNING id"
+)

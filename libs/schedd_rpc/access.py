@@ -1,0 +1,265 @@
+"""Authentication, authorization and audit of every call, in one server interceptor.
+
+For each call of a schedd service (health checking and reflection are public):
+
+1. the bearer token in the ``authorization`` metadata is looked up (``schedd_store.tokens``): no
+   token, a malformed, unknown, revoked or expired one ends the call with UNAUTHENTICATED;
+2. the principal's role is checked against the method's (``schedd_auth.roles.METHODS``): too
+   weak a role, a worker token on the API, a user token on the worker protocol, or a method with no
+   role at all ends it with PERMISSION_DENIED;
+3. the handler runs with the principal bound (``schedd_auth.principal.current``);
+4. a call of an audited method (every one that changes something) and every refused call is
+   written to the audit log with who, what, the resource and request id named in the request, the
+   status code it ended with and the peer.
+
+A refused call never reaches its handler, so it changes nothing. With authentication disabled
+(``SCHEDD_AUTH=none``, development only) every call is admitted as ``anonymous`` and audited the
+same way. The audit row of a call is written after the call ends; if the database cannot take it,
+the call's outcome stands and the failure is logged (the audit log is not a commit protocol).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_auth import principal as principals
+from schedd_auth import roles
+from schedd_auth.principal import ANONYMOUS, Principal
+from schedd_auth.tokens import parse
+from schedd_store import audit, tokens
+from schedd_store.engine import is_transient
+
+log = logging.getLogger(__name__)
+
+_BEARER = "bearer "
+
+
+class Refused(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str, who: Principal | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.who = who
+
+
+class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """See the module docstring. ``services`` are those the server serves (to read request ids and
+    resource names for the audit log)."""
+
+    def __init__(self, engine: AsyncEngine, services: Iterable[ServiceDescriptor], *, enabled: bool) -> None:
+        self._engine = engine
+        self._enabled = enabled
+        self._inputs: dict[str, type[Message]] = {
+            f"/{s.full_name}/{m.name}": GetMessageClass(m.input_type) for s in services for m in s.methods
+        }
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or roles.is_public(method):
+            return handler
+        header = _authorization(details.invocation_metadata)
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, header, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._server_stream(method, header, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return grpc.stream_stream_rpc_method_handler(
+            self._bidi(method, header, handler.stream_stream),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _unary(self, method: str, header: str | None, inner: Any) -> Any:
+        async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            who = await self._admit(method, header, context, raw)
+            bound = principals.bind(who)
+            code = "OK"
+            try:
+                return await inner(raw, context)
+            except BaseException:
+                code = _code_name(context)
+                raise
+            finally:
+                principals.unbind(bound)
+                access = roles.METHODS[method]
+                if access.audited:
+                    await self._audit(who, method, raw, code, "", context)
+
+        return handle
+
+    def _server_stream(self, method: str, header: str | None, inner: Any) -> Any:
+        async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            who = await self._admit(method, header, context, raw)
+            bound = principals.bind(who)
+            try:
+                async for response in inner(raw, context):
+                    yield response
+            finally:
+                _unbind(bound)
+
+        return handle
+
+    def _bidi(self, method: str, header: str | None, inner: Any) -> Any:
+        async def handle(
+            requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+        ) -> AsyncIterator[Any]:
+            who = await self._admit(method, header, context, b"")
+            bound = principals.bind(who)
+            try:
+                async for response in inner(requests, context):
+                    yield response
+            finally:
+                _unbind(bound)
+
+        return handle
+
+    async def _admit(
+        self, method: str, header: str | None, context: grpc.aio.ServicerContext, raw: bytes
+    ) -> Principal:
+        """The caller's principal; otherwise the call is audited and aborted."""
+        try:
+            who = await self._authenticate(header)
+            access = roles.METHODS.get(method)
+            if access is None:
+                raise Refused(
+                    grpc.StatusCode.PERMISSION_DENIED, f"{method} has no role; refused to everyone", who
+                )
+            if self._enabled and not roles.allows(who.role, access.role):
+                raise Refused(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"token {who.name!r} has role {who.role}; {method} needs role {access.role}",
+                    who,
+                )
+            return who
+        except Refused as refusal:
+            await self._audit(refusal.who, method, raw, refusal.code.name, refusal.message, context)
+            await context.abort(refusal.code, refusal.message)
+            raise AssertionError("unreachable") from None
+
+    async def _authenticate(self, header: str | None) -> Principal:
+        if not self._enabled:
+            return ANONYMOUS
+        if header is None:
+            raise Refused(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "no bearer token: send the metadata 'authorization: Bearer <token>'",
+            )
+        if not header.lower().startswith(_BEARER):
+            raise Refused(
+                grpc.StatusCode.UNAUTHENTICATED, "the authorization metadata must be 'Bearer <token>'"
+            )
+        token = parse(header[len(_BEARER) :])
+        if token is None:
+            raise Refused(
+                grpc.StatusCode.UNAUTHENTICATED, "malformed token: schedd tokens look like sdt_<id>_<secret>"
+            )
+        try:
+            found = await tokens.authenticate(self._engine, token)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            raise Refused(
+                grpc.StatusCode.UNAVAILABLE, "cannot check the token now: the database is unavailable"
+            ) from None
+        if found.record is None:
+            raise Refused(grpc.StatusCode.UNAUTHENTICATED, found.refusal)
+        return Principal(found.record.name, found.record.role, found.record.worker_id)
+
+    async def _audit(
+        self,
+        who: Principal | None,
+        method: str,
+        raw: bytes,
+        code: str,
+        detail: str,
+        context: grpc.aio.ServicerContext,
+    ) -> None:
+        resource, request_id = self._described(method, raw)
+        entry = audit.AuditRecord(
+            principal=who.name if who else "-",
+            role=who.role if who else "",
+            method=method,
+            code=code,
+            resource=resource,
+            request_id=request_id,
+            detail=detail or (context.details() or "" if hasattr(context, "details") else ""),
+            peer=context.peer() or "",
+        )
+        try:
+            await audit.record(self._engine, entry)
+        except Exception as exc:
+            log.error(
+                "cannot write the audit record of %s by %s (%s): %s", method, entry.principal, code, exc
+            )
+
+    def _described(self, method: str, raw: bytes) -> tuple[str, str]:
+        """The resource named in the request and its request id ('' where there are none)."""
+        message_class = self._inputs.get(method)
+        if message_class is None or not raw:
+            return "", ""
+        try:
+            message = message_class.FromString(raw)
+        except Exception:
+            return "", ""
+        return resource_of(message), str(getattr(message, "request_id", "") or "")
+
+
+def resource_of(message: Message) -> str:
+    """The resource a request names: its ``name`` or ``parent``, else the id of the resource it
+    carries (``dags/{dag_id}`` for a DAG spec, ``pools/{name}`` for a pool)."""
+    names = message.DESCRIPTOR.fields_by_name
+    for key in ("name", "parent"):
+        if key in names and getattr(message, key):
+            return str(getattr(message, key))
+    for descriptor in message.DESCRIPTOR.fields:
+        if descriptor.message_type is None or descriptor.is_repeated:
+            continue
+        if not message.HasField(descriptor.name):
+            continue
+        inner = getattr(message, descriptor.name)
+        inner_names = inner.DESCRIPTOR.fields_by_name
+        if "dag_id" in inner_names and inner.dag_id:
+            return f"dags/{inner.dag_id}"
+        if "name" in inner_names and isinstance(inner.name, str) and inner.name:
+            return f"{descriptor.name}s/{inner.name}"
+    return ""
+
+
+def _authorization(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization":
+            return value.decode(errors="replace") if isinstance(value, bytes) else value
+    return None
+
+
+def _code_name(context: grpc.aio.ServicerContext) -> str:
+    code = context.code() if hasattr(context, "code") else None
+    if isinstance(code, grpc.StatusCode):
+        return str(code.name)
+    return "UNKNOWN" if code is None else str(code)
+
+
+def _unbind(bound: Any) -> None:
+    with contextlib.suppress(ValueError):  # a stream closed from another context: nothing to restore
+        principals.unbind(bound)

@@ -1,0 +1,80 @@
+"""The audit log: one insert-only row per audited or refused call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd_store import statements as sql
+
+#: Longest text kept per field (a detail is an error message, which the api already bounds).
+MAX_FIELD_CHARS = 500
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    principal: str
+    role: str
+    method: str
+    code: str
+    resource: str = ""
+    request_id: str = ""
+    detail: str = ""
+    peer: str = ""
+    id: int = 0
+    at: datetime | None = None
+
+
+async def record(engine: AsyncEngine, entry: AuditRecord) -> None:
+    params = {
+        "principal": entry.principal,
+        "role": entry.role,
+        "method": entry.method,
+        "resource": entry.resource,
+        "request_id": entry.request_id,
+        "code": entry.code,
+        "detail": entry.detail,
+        "peer": entry.peer,
+    }
+    params = {k: v.replace("\x00", "")[:MAX_FIELD_CHARS] for k, v in params.items()}
+    async with engine.begin() as conn:
+        await conn.execute(sql.INSERT_AUDIT_RECORD, params)
+
+
+async def list_records(
+    engine: AsyncEngine,
+    *,
+    before: int,
+    limit: int,
+    principal: str = "",
+    method: str = "",
+    code: str = "",
+    since: datetime | None = None,
+) -> list[AuditRecord]:
+    params = {
+        "before": before,
+        "limit": limit,
+        "principal": principal,
+        "method": method,
+        "code": code,
+        "since": since,
+    }
+    async with engine.connect() as conn:
+        rows = (await conn.execute(sql.LIST_AUDIT_RECORDS, params)).all()
+    return [
+        AuditRecord(
+            id=r.id,
+            at=r.at,
+            principal=r.principal,
+            role=r.role,
+            method=r.method,
+            resource=r.resource,
+            request_id=r.request_id,
+            code=r.code,
+            detail=r.detail,
+            peer=r.peer,
+        )
+        for r in rows
+    ]

@@ -1,0 +1,50 @@
+"""Pages of list calls: the page size a request may ask for, keyset page tokens, and pages that
+stay under the size a default gRPC client accepts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from schedd_core.errors import InvalidArgument
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+
+#: A page of a list ends early once its items take this many bytes: every response fits in the 4 MiB
+#: a default gRPC client accepts.
+MAX_PAGE_BYTES = 3 * 1024 * 1024
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Message)
+
+
+def page_size(value: int) -> int:
+    if value < 0:
+        raise InvalidArgument("page_size", "must not be negative")
+    return min(value or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+def page(records: list[T], limit: int, translate_one: Callable[[T], M]) -> tuple[list[M], bool]:
+    """The messages of one page (at most ``limit`` of ``records``, ``limit + 1`` of which were read, and
+    at most ``MAX_PAGE_BYTES``), and whether more remain after the last one shown."""
+    items: list[M] = []
+    size = 0
+    for record in records[:limit]:
+        item = translate_one(record)
+        size += item.ByteSize()
+        if items and size > MAX_PAGE_BYTES:
+            return items, True
+        items.append(item)
+    return items, len(records) > limit
+
+
+def keyset_token(token: str) -> int:
+    """The id a keyset page starts below; an empty token starts at the newest."""
+    if not token:
+        return 2**62
+    if not (token.isascii() and token.isdigit()) or len(token) > 18:
+        raise InvalidArgument("page_token", "is not a token this server issued")
+    return int(token)
