@@ -59,6 +59,8 @@ METHODS: dict[str, Access] = {
             "PauseDag": _OPERATE,
             "UnpauseDag": _OPERATE,
             "ListNextRuns": _READ,
+            "ListDagVersions": _READ,
+            "GetDagVersion": _READ,
         },
     ),
     **_service(
@@ -77,6 +79,7 @@ METHODS: dict[str, Access] = {
         {
             "CreateRun": _OPERATE,
             "GetRun": _READ,
+            "WatchRun": _READ,
             "ListRuns": _READ,
             "GetTaskLogs": _READ,
             "CancelRun": _OPERATE,
@@ -87,7 +90,7 @@ METHODS: dict[str, Access] = {
     ),
     **_service("PoolService", {"ListPools": _READ, "SetPool": _ADMINISTER}),
     **_service("WorkerService", {"ListWorkers": _READ, "DrainWorker": _ADMINISTER}),
-    **_service("ClusterService", {"GetLeader": _READ}),
+    **_service("ClusterService", {"GetLeader": _READ, "GetVersion": _READ}),
     **_service(
         "TokenService",
         {"CreateToken": _ADMINISTER, "ListTokens": _ADMIN_READ, "RevokeToken": _ADMINISTER},

@@ -12,12 +12,18 @@ from __future__ import annotations
 import logging
 
 import grpc
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
+from grpc_status import rpc_status  # type: ignore[import-untyped]
 from sqlalchemy.exc import DBAPIError
 
 from schedd_core import errors as e
 from schedd_store.engine import is_transient
 
 log = logging.getLogger(__name__)
+
+#: ``ErrorInfo.domain`` of schedd's errors.
+ERROR_DOMAIN = "schedd.dev"
 
 #: Longest status message sent (the trailers that carry it are limited to 8 KiB by default).
 MAX_MESSAGE_CHARS = 2000
@@ -57,11 +63,31 @@ def status_of(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.INTERNAL, "internal error; see the server log"
 
 
+def details_of(exc: BaseException) -> list[Message]:
+    """The ``google.rpc`` details a status carries: which field and why for bad input, and what
+    kind of error it was (``ErrorInfo.reason``, the domain error's name) for every domain error."""
+    if not isinstance(exc, e.ScheddError):
+        return []
+    found: list[Message] = [error_details_pb2.ErrorInfo(reason=type(exc).__name__, domain=ERROR_DOMAIN)]
+    if isinstance(exc, e.InvalidArgument):
+        violation = error_details_pb2.BadRequest.FieldViolation(field=exc.field, description=exc.problem)
+        found.append(error_details_pb2.BadRequest(field_violations=[violation]))
+    return found
+
+
 async def abort_for(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
-    """End the call with the status ``exc`` maps to (re-raising an abort already under way)."""
+    """End the call with the status ``exc`` maps to, with its ``google.rpc`` details (re-raising an
+    abort already under way)."""
     if isinstance(exc, grpc.aio.AbortError):
         raise exc
     code, message = status_of(exc, method)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
-    await context.abort(code, message)
+    details = details_of(exc)
+    if not details:
+        await context.abort(code, message)
+    status = status_pb2.Status(code=code.value[0], message=message)
+    for detail in details:
+        status.details.add().Pack(detail)
+    rich = rpc_status.to_status(status)
+    await context.abort(rich.code, rich.details, rich.trailing_metadata)

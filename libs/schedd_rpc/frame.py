@@ -4,7 +4,9 @@
 is decoded here (invalid bytes, invalid UTF-8 or nesting past protobuf's limit become
 INVALID_ARGUMENT, not the INTERNAL gRPC would answer), checked by ``schedd_rpc.hygiene`` (NUL
 characters, timestamp ranges, value depth), and only then given to the servicer method, whose
-domain errors are mapped to status codes by the one table in ``schedd_rpc.errors``. Servicer
+domain errors are mapped to status codes by the one table in ``schedd_rpc.errors``. When a client's
+deadline passes, gRPC cancels the handler: the database and etcd calls it awaits are cancelled
+and its transaction rolls back (``tests/e2e/test_api_conventions.py``). Servicer
 methods therefore only translate messages: ``method(request, context)`` for unary methods,
 ``method(request_iterator, context)`` yielding responses for bidirectional streams.
 """

@@ -30,12 +30,20 @@ def parse_dag_name(name: str, field: str = "name") -> str:
     return _ids(field, parts[1])[0]
 
 
-def parse_run_name(name: str, field: str = "name") -> tuple[str, str]:
+#: The run id that stands for a DAG's newest run (``dags/etl/runs/@latest``); no run id can be it.
+LATEST_RUN = "@latest"
+
+
+def parse_run_name(name: str, field: str = "name", *, latest: bool = False) -> tuple[str, str]:
+    """``dags/{dag_id}/runs/{run_id}`` -> (dag id, run id); with ``latest``, the run id may also be
+    ``@latest`` (resolved by the caller)."""
     parts = name.split("/")
     if len(parts) != 4 or parts[0] != "dags" or parts[2] != "runs" or not parts[1] or not parts[3]:
         raise InvalidArgument(
             field, f"{quote(name)} is not a run name; expected 'dags/{{dag_id}}/runs/{{run_id}}'"
         )
+    if latest and parts[3] == LATEST_RUN:
+        return _ids(field, parts[1])[0], LATEST_RUN
     dag_id, run_id = _ids(field, parts[1], parts[3])
     return dag_id, run_id
 
@@ -63,6 +71,19 @@ def parse_token_name(name: str, field: str = "name") -> str:
     if len(parts) != 2 or parts[0] != "tokens" or not parts[1]:
         raise InvalidArgument(field, f"{quote(name)} is not a token name; expected 'tokens/{{name}}'")
     return _ids(field, parts[1])[0]
+
+
+def parse_version_name(name: str, field: str = "name") -> tuple[str, str]:
+    """``dags/{dag_id}/versions/{version_hash}`` -> (dag id, version hash)."""
+    parts = name.split("/")
+    if len(parts) != 4 or parts[0] != "dags" or parts[2] != "versions" or not parts[3]:
+        raise InvalidArgument(
+            field,
+            f"{quote(name)} is not a version name; expected 'dags/{{dag_id}}/versions/{{version_hash}}'",
+        )
+    if not (parts[3].isascii() and parts[3].isalnum()) or len(parts[3]) > 128:
+        raise InvalidArgument(field, f"{quote(parts[3])} is not a version hash")
+    return _ids(field, parts[1])[0], parts[3]
 
 
 def backfill_name(backfill_id: int) -> str:

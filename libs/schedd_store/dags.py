@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -68,6 +70,40 @@ async def list_dags(engine: AsyncEngine, *, after: str, limit: int) -> list[DagR
     async with engine.connect() as conn:
         rows = (await conn.execute(sql.LIST_DAGS, {"after": after, "limit": limit})).all()
     return [_dag(r._mapping) for r in rows]
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    id: int
+    dag_id: str
+    version_hash: str
+    created_at: datetime
+    task_count: int
+    #: Only when read one by one (``get_version``).
+    spec: pb.DagSpec | None = None
+
+
+async def list_versions(engine: AsyncEngine, dag_id: str, *, before: int, limit: int) -> list[VersionRecord]:
+    """The DAG's versions, newest first, below the version id ``before``; NotFound for no such DAG."""
+    async with engine.connect() as conn:
+        if (await conn.execute(sql.DAG_EXISTS, {"dag_id": dag_id})).first() is None:
+            raise NotFound(f"dag {quote(dag_id)} not found")
+        rows = (
+            await conn.execute(sql.LIST_DAG_VERSIONS, {"dag_id": dag_id, "before": before, "limit": limit})
+        ).all()
+    return [VersionRecord(r.id, dag_id, r.version_hash, r.created_at, r.task_count) for r in rows]
+
+
+async def get_version(engine: AsyncEngine, dag_id: str, version_hash: str) -> VersionRecord:
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(sql.GET_DAG_VERSION, {"dag_id": dag_id, "version_hash": version_hash})
+        ).first()
+    if row is None:
+        raise NotFound(f"version {quote(version_hash)} of dag {quote(dag_id)} not found")
+    return VersionRecord(
+        row.id, dag_id, row.version_hash, row.created_at, row.task_count, parse_spec(row.spec)
+    )
 
 
 def _dag(m: Any) -> DagRecord:

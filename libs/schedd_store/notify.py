@@ -38,10 +38,11 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
-    async def start(self) -> None:
-        """Connect (retrying with backoff) and return once listening."""
+    async def start(self, *, wait: bool = True) -> None:
+        """Connect (retrying with backoff) and, with ``wait``, return once listening."""
         self._task = asyncio.create_task(self._run(), name="pg-listener")
-        await self.connected.wait()
+        if wait:
+            await self.connected.wait()
 
     async def stop(self) -> None:
         if self._task is not None:

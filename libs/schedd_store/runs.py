@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -83,10 +84,31 @@ async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
     return _run(row._mapping, [_ti(t._mapping) for t in tis])
 
 
-async def list_runs(engine: AsyncEngine, *, dag_id: str | None, before: int, limit: int) -> list[RunRecord]:
-    """Runs newest first, with ids below ``before`` (keyset pagination); without task instances."""
+async def list_runs(
+    engine: AsyncEngine,
+    *,
+    dag_id: str | None,
+    before: int,
+    limit: int,
+    states: Sequence[str] = (),
+    run_type: str | None = None,
+    date_from: datetime | None = None,
+    date_until: datetime | None = None,
+) -> list[RunRecord]:
+    """Runs newest first, with ids below ``before`` (keyset pagination), in ``states`` (any when
+    empty), of ``run_type``, with logical dates in [``date_from``, ``date_until``); without task
+    instances."""
+    params = {
+        "dag_id": dag_id,
+        "before": before,
+        "limit": limit,
+        "states": list(states),
+        "run_type": run_type,
+        "date_from": date_from,
+        "date_until": date_until,
+    }
     async with engine.connect() as conn:
-        rows = (await conn.execute(sql.LIST_RUNS, {"dag_id": dag_id, "before": before, "limit": limit})).all()
+        rows = (await conn.execute(sql.LIST_RUNS, params)).all()
     return [_run(r._mapping, []) for r in rows]
 
 

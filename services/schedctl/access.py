@@ -10,7 +10,7 @@ from google.protobuf import timestamp_pb2
 from rich.table import Table
 
 from schedctl import output
-from schedctl.cli import EXIT_REJECTED, OutputOption, app, call, fail, show, state, use_format
+from schedctl.cli import EXIT_REJECTED, OutputOption, app, call, collect, fail, show, state, use_format
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 
@@ -95,19 +95,9 @@ def tokens_list(
 ) -> None:
     """List tokens (never their secrets)."""
     use_format(output_format)
-    found: list[pb.ApiToken] = []
-    page = ""
-    while True:
-        resp = call(
-            state.client.tokens.ListTokens,
-            api_pb2.ListTokensRequest(page_size=500, page_token=page, include_revoked=revoked),
-        )
-        assert isinstance(resp, api_pb2.ListTokensResponse)
-        found.extend(resp.tokens)
-        page = resp.next_page_token
-        if not page:
-            break
-    show(found, tokens_table(found) if found else "no tokens")
+    request = api_pb2.ListTokensRequest(include_revoked=revoked)
+    found: list[pb.ApiToken] = collect(state.client.tokens.ListTokens, request, "tokens")
+    show(found, tokens_table(found), empty="no tokens")
 
 
 @tokens_app.command("revoke")
@@ -137,13 +127,5 @@ def audit_list(
     request = api_pb2.ListAuditRecordsRequest(principal=principal, method=method, code=code.upper())
     if since:
         request.since.CopyFrom(_timestamp(datetime.now(UTC) - parse_age("--since", since)))
-    found: list[pb.AuditRecord] = []
-    while len(found) < limit:
-        request.page_size = min(1000, limit - len(found))
-        resp = call(state.client.audit.ListAuditRecords, request)
-        assert isinstance(resp, api_pb2.ListAuditRecordsResponse)
-        found.extend(resp.records)
-        if not resp.next_page_token:
-            break
-        request.page_token = resp.next_page_token
-    show(found, audit_table(found) if found else "no audit records")
+    found: list[pb.AuditRecord] = collect(state.client.audit.ListAuditRecords, request, "records", limit)
+    show(found, audit_table(found), empty="no audit records")

@@ -16,7 +16,6 @@ from schedctl import output
 from schedctl.cli import (
     EXIT_REJECTED,
     EXIT_RUN_FAILED,
-    Format,
     OutputOption,
     app,
     call,
@@ -154,7 +153,7 @@ def backfill_list(
         api_pb2.ListBackfillsRequest(parent=f"dags/{dag_id}", page_size=limit),
     )
     assert isinstance(resp, api_pb2.ListBackfillsResponse)
-    show(list(resp.backfills), output.backfills_table(list(resp.backfills)))
+    show(list(resp.backfills), output.backfills_table(list(resp.backfills)), empty="no backfills")
 
 
 def _control(method: object, ref: str, verb: str) -> None:
@@ -194,7 +193,7 @@ def _watch(name: str) -> None:
     """Follow a backfill until it ends: a live progress bar on a terminal (runs done, running,
     failed, time left), a line per change otherwise; exit 1 unless it succeeded."""
     current = _get(name)
-    if state.format is Format.table and output.console.is_terminal:
+    if output.err_console.is_terminal:
         columns = (
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -202,7 +201,7 @@ def _watch(name: str) -> None:
             TextColumn("{task.fields[detail]}"),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, console=output.console) as progress:
+        with Progress(*columns, console=output.err_console) as progress:
             bar = progress.add_task(name, total=current.progress.total, detail="")
             while True:
                 p = current.progress
@@ -219,8 +218,8 @@ def _watch(name: str) -> None:
         last = ""
         while True:
             line = output.backfill_summary(current)
-            if line != last and state.format is Format.table:
-                output.console.print(line, highlight=False)
+            if line != last:
+                output.err_console.print(line, highlight=False)
                 last = line
             if current.state in _FINISHED:
                 break

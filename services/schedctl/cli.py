@@ -8,13 +8,13 @@ handshake); 6 a wait timed out.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import grpc
 import typer
 from rich.markup import escape
 
-from schedctl import output
+from schedctl import contexts, output
 from schedctl.client import ApiClient
 from schedd_core.errors import InvalidArgument
 from schedd_rpc.tls import ClientTLS
@@ -29,7 +29,10 @@ EXIT_WAIT_TIMED_OUT = 6
 
 class Format(StrEnum):
     table = "table"
+    wide = "wide"
     json = "json"
+    yaml = "yaml"
+    name = "name"
 
 
 class State:
@@ -41,35 +44,59 @@ app = typer.Typer(help="Control a schedd cluster through its api.", no_args_is_h
 state = State()
 
 
+DEFAULT_API = "127.0.0.1:50051"
+
+
 @app.callback()
 def _global(
-    api: Annotated[str, typer.Option(envvar="SCHEDD_API", help="api address host:port")] = "127.0.0.1:50051",
-    output_format: Annotated[Format, typer.Option("--output", "-o", help="table or json")] = Format.table,
+    api: Annotated[
+        str | None, typer.Option(envvar="SCHEDD_API", help=f"api address host:port [default: {DEFAULT_API}]")
+    ] = None,
+    output_format: Annotated[
+        Format, typer.Option("--output", "-o", help="table, wide, json, yaml or name")
+    ] = Format.table,
     timeout: Annotated[float, typer.Option(help="seconds per request")] = 10.0,
     token: Annotated[
-        str,
+        str | None,
         typer.Option(
             envvar="SCHEDCTL_TOKEN", help="bearer token (schedctl tokens create)", show_default=False
         ),
-    ] = "",
+    ] = None,
     tls_ca: Annotated[
-        str, typer.Option(envvar="SCHEDCTL_TLS_CA", help="use TLS; the CA that signed the api's certificate")
-    ] = "",
+        str | None,
+        typer.Option(envvar="SCHEDCTL_TLS_CA", help="use TLS; the CA that signed the api's certificate"),
+    ] = None,
     tls_cert: Annotated[
-        str, typer.Option(envvar="SCHEDCTL_TLS_CERT", help="client certificate (mutual TLS)")
-    ] = "",
-    tls_key: Annotated[str, typer.Option(envvar="SCHEDCTL_TLS_KEY", help="its key")] = "",
+        str | None, typer.Option(envvar="SCHEDCTL_TLS_CERT", help="client certificate (mutual TLS)")
+    ] = None,
+    tls_key: Annotated[str | None, typer.Option(envvar="SCHEDCTL_TLS_KEY", help="its key")] = None,
+    context: Annotated[
+        str | None, typer.Option(envvar="SCHEDCTL_CONTEXT", help="a named context of schedctl's config file")
+    ] = None,
 ) -> None:
+    """Settings come from the flags, then the environment, then the context (``schedctl.contexts``)."""
     try:
-        tls = ClientTLS.from_values(tls_ca, tls_cert, tls_key, prefix="--tls-")
+        settings = contexts.load().context(context)
+        chosen_token = token if token is not None else contexts.token_of(settings)
+    except contexts.ConfigError as exc:
+        fail(EXIT_REJECTED, str(exc))
+    address = api or settings.get("api") or DEFAULT_API
+    try:
+        tls = ClientTLS.from_values(
+            tls_ca if tls_ca is not None else contexts.path_of(settings, "tls-ca"),
+            tls_cert if tls_cert is not None else contexts.path_of(settings, "tls-cert"),
+            tls_key if tls_key is not None else contexts.path_of(settings, "tls-key"),
+            prefix="--tls-",
+        )
     except InvalidArgument as exc:
         fail(EXIT_REJECTED, f"{exc.field.lower()} {exc.problem}")
-    state.client = ApiClient(api, timeout=timeout, token=token, tls=tls)
+    state.client = ApiClient(address, timeout=timeout, token=chosen_token, tls=tls)
     state.format = output_format
 
 
 OutputOption = Annotated[
-    Format | None, typer.Option("--output", "-o", help="table or json (may also precede the command)")
+    Format | None,
+    typer.Option("--output", "-o", help="table, wide, json, yaml or name (may also precede the command)"),
 ]
 
 
@@ -87,26 +114,58 @@ def call(method: object, request: object) -> object:
     try:
         return state.client.call(method, request)  # type: ignore[arg-type]
     except grpc.RpcError as exc:
-        code = exc.code()
-        details = exc.details()
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            fail(EXIT_UNAVAILABLE, f"cannot reach the api at {state.client.address}: {details}")
-        if code == grpc.StatusCode.UNAUTHENTICATED:
-            fail(EXIT_AUTH, f"{code.name}: {details} (give a token with --token or SCHEDCTL_TOKEN)")
-        if code == grpc.StatusCode.PERMISSION_DENIED:
-            fail(EXIT_AUTH, f"{code.name}: {details}")
-        if code == grpc.StatusCode.NOT_FOUND:
-            fail(EXIT_NOT_FOUND, f"{code.name}: {details}")
-        if code == grpc.StatusCode.UNIMPLEMENTED:
-            fail(EXIT_REJECTED, f"{code.name}: {details} (is {state.client.address} a schedd api?)")
-        fail(EXIT_REJECTED, f"{code.name}: {details}")
+        report(exc)
 
 
-def show(message: object, table: object) -> None:
+def report(exc: grpc.RpcError) -> NoReturn:
+    """Exit with the code and message for a failed call."""
+    code = exc.code()
+    details = exc.details()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        fail(EXIT_UNAVAILABLE, f"cannot reach the api at {state.client.address}: {details}")
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        fail(EXIT_AUTH, f"{code.name}: {details} (give a token with --token or SCHEDCTL_TOKEN)")
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        fail(EXIT_AUTH, f"{code.name}: {details}")
+    if code == grpc.StatusCode.NOT_FOUND:
+        fail(EXIT_NOT_FOUND, f"{code.name}: {details}")
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        fail(EXIT_REJECTED, f"{code.name}: {details} (is {state.client.address} a schedd api?)")
+    fail(EXIT_REJECTED, f"{code.name}: {details}")
+
+
+def collect(method: object, request: Any, field: str, limit: int | None = None) -> list[Any]:
+    """Every item of a List call, page after page (at most ``limit``)."""
+    found: list[Any] = []
+    while limit is None or len(found) < limit:
+        request.page_size = 1000 if limit is None else min(1000, limit - len(found))
+        resp = call(method, request)
+        found.extend(getattr(resp, field))
+        if not resp.next_page_token:  # type: ignore[attr-defined]
+            break
+        request.page_token = resp.next_page_token  # type: ignore[attr-defined]
+    return found
+
+
+def show(message: object, table: object, *, empty: str = "") -> None:
+    """Print ``message`` (a message or a list of them) in the chosen format; ``table`` is what the
+    table formats print, ``empty`` the line they print instead for an empty list."""
     if state.format is Format.json:
         print(output.as_json(message))  # type: ignore[arg-type]
+    elif state.format is Format.yaml:
+        print(output.as_yaml(message), end="")  # type: ignore[arg-type]
+    elif state.format is Format.name:
+        names = output.as_names(message)  # type: ignore[arg-type]
+        if names:
+            print(names)
+    elif isinstance(message, list) and not message and empty:
+        output.console.print(empty, highlight=False)
     else:
         output.console.print(table)
+
+
+def wide() -> bool:
+    return state.format is Format.wide
 
 
 def run_name(ref: str) -> str:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import grpc
 
-from schedd.v1 import api_pb2_grpc
+from schedd.v1 import api_pb2, api_pb2_grpc
+from schedd.v1 import resources_pb2 as pb
 from schedd_rpc.tls import ClientTLS, token_metadata
 
 T = TypeVar("T")
@@ -33,6 +34,12 @@ class ApiClient:
         self.backfills = api_pb2_grpc.BackfillServiceStub(self._channel)
         self.tokens = api_pb2_grpc.TokenServiceStub(self._channel)
         self.audit = api_pb2_grpc.AuditServiceStub(self._channel)
+
+    def watch_run(self, name: str, timeout: float | None) -> Iterator[pb.DagRun]:
+        """The run's states as ``WatchRun`` streams them (``timeout``: for the whole stream)."""
+        yield from self.runs.WatchRun(
+            api_pb2.GetRunRequest(name=name), timeout=timeout, metadata=self._metadata
+        )
 
     def call(self, method: Callable[..., T], request: object) -> T:
         return method(request, timeout=self.timeout, metadata=self._metadata)

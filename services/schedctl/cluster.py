@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 from typing import Annotated
 
 import typer
+import yaml
 
 from schedctl import output
 from schedctl.cli import (
+    Format,
     OutputOption,
     app,
     call,
+    collect,
     show,
     state,
     use_format,
@@ -30,19 +35,9 @@ def workers_list(
 ) -> None:
     """List workers with their queues, load and last heartbeat."""
     use_format(output_format)
-    workers: list[api_pb2.Worker] = []
-    token = ""
-    while True:
-        resp = call(
-            state.client.workers.ListWorkers,
-            api_pb2.ListWorkersRequest(page_size=500, page_token=token, include_gone=all_workers),
-        )
-        assert isinstance(resp, api_pb2.ListWorkersResponse)
-        workers.extend(resp.workers)
-        token = resp.next_page_token
-        if not token:
-            break
-    show(workers, output.workers_table(workers))
+    request = api_pb2.ListWorkersRequest(include_gone=all_workers)
+    workers: list[api_pb2.Worker] = collect(state.client.workers.ListWorkers, request, "workers")
+    show(workers, output.workers_table(workers), empty="no workers")
 
 
 @workers_app.command("drain")
@@ -64,7 +59,7 @@ def pools_list(output_format: OutputOption = None) -> None:
     use_format(output_format)
     resp = call(state.client.pools.ListPools, api_pb2.ListPoolsRequest())
     assert isinstance(resp, api_pb2.ListPoolsResponse)
-    show(list(resp.pools), output.pools_table(list(resp.pools)))
+    show(list(resp.pools), output.pools_table(list(resp.pools)), empty="no pools")
 
 
 @pools_app.command("set")
@@ -101,3 +96,17 @@ def leader(output_format: OutputOption = None) -> None:
     resp = call(state.client.cluster.GetLeader, api_pb2.GetLeaderRequest())
     assert isinstance(resp, api_pb2.Leader)
     show(resp, output.leader_table(resp))
+
+
+@app.command("version")
+def version(output_format: OutputOption = None) -> None:
+    """The versions of schedctl and of the api it talks to."""
+    use_format(output_format)
+    resp = call(state.client.cluster.GetVersion, api_pb2.GetVersionRequest())
+    assert isinstance(resp, api_pb2.Version)
+    client = importlib.metadata.version("schedd")
+    if state.format in (Format.json, Format.yaml):
+        both = {"client": client, "server": output.as_data(resp)}
+        print(json.dumps(both, indent=2) if state.format is Format.json else yaml.safe_dump(both).rstrip())
+        return
+    show(resp, f"schedctl {client}\napi      {resp.version} ({resp.api}, schema {resp.schema_revision})")

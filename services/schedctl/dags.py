@@ -7,20 +7,22 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from schedctl import output
 from schedctl.cli import (
     EXIT_REJECTED,
-    Format,
     OutputOption,
     app,
     call,
+    collect,
     fail,
     show,
     state,
     use_format,
 )
 from schedctl.specfile import SpecFileError, load_specs
+from schedctl.versions import pick_version, print_diff, unified
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 
@@ -30,45 +32,48 @@ app.add_typer(dags_app, name="dags")
 
 @dags_app.command("register")
 def dags_register(
-    path: Annotated[Path, typer.Argument(help="a DAG file: Python (every DAG in it), YAML or JSON")],
+    path: Annotated[
+        Path, typer.Argument(help="a DAG file (Python: every DAG in it; YAML; JSON) or a directory of them")
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="validate and say what would change; store nothing")
+    ] = False,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="show how each spec differs from the DAG's latest version")
+    ] = False,
     output_format: OutputOption = None,
 ) -> None:
-    """Register DAGs from a file. An unchanged spec makes no new version.
+    """Register DAGs. An unchanged spec makes no new version.
 
     A Python file is imported here, on the client, to build the specs; the scheduler never
-    imports user code.
+    imports user code. Every spec is validated by the api before any is stored.
     """
     use_format(output_format)
     try:
         specs = load_specs(path)
     except SpecFileError as exc:
         fail(EXIT_REJECTED, str(exc))
+    for spec in specs:  # all valid, or nothing stored
+        call(state.client.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, validate_only=True))
     for spec in specs:
-        resp = call(
-            state.client.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, request_id=str(uuid.uuid4()))
-        )
+        if diff:
+            print_diff(spec)
+        request = api_pb2.RegisterDagRequest(spec=spec, validate_only=dry_run, request_id=str(uuid.uuid4()))
+        resp = call(state.client.dags.RegisterDag, request)
         assert isinstance(resp, api_pb2.RegisterDagResponse)
-        if state.format is Format.json:
-            print(output.as_json(resp))
+        if dry_run:
+            verb = "would register new version" if resp.created_version else "unchanged, version"
         else:
             verb = "registered new version" if resp.created_version else "unchanged, version"
-            output.console.print(f"dag [bold]{resp.dag.dag_id}[/bold]: {verb} {resp.version.version_hash}")
+        show(resp, f"dag [bold]{spec.dag_id}[/bold]: {verb} {resp.version.version_hash}")
 
 
 @dags_app.command("list")
 def dags_list(output_format: OutputOption = None) -> None:
     """List registered DAGs."""
     use_format(output_format)
-    dags: list[pb.Dag] = []
-    token = ""
-    while True:
-        resp = call(state.client.dags.ListDags, api_pb2.ListDagsRequest(page_size=500, page_token=token))
-        assert isinstance(resp, api_pb2.ListDagsResponse)
-        dags.extend(resp.dags)
-        token = resp.next_page_token
-        if not token:
-            break
-    show(dags, output.dags_table(dags))
+    dags: list[pb.Dag] = collect(state.client.dags.ListDags, api_pb2.ListDagsRequest(), "dags")
+    show(dags, output.dags_table(dags), empty="no DAGs registered")
 
 
 @dags_app.command("pause")
@@ -99,4 +104,49 @@ def dags_next_runs(
         state.client.dags.ListNextRuns, api_pb2.ListNextRunsRequest(name=f"dags/{dag_id}", count=count)
     )
     assert isinstance(resp, api_pb2.ListNextRunsResponse)
-    show(list(resp.intervals), output.intervals_table(list(resp.intervals)))
+    show(list(resp.intervals), output.intervals_table(list(resp.intervals)), empty="no scheduled runs ahead")
+
+
+@dags_app.command("get")
+def dags_get(
+    dag_id: Annotated[str, typer.Argument(help="the DAG")], output_format: OutputOption = None
+) -> None:
+    """A DAG: paused or not, its latest version and spec."""
+    use_format(output_format)
+    dag = call(state.client.dags.GetDag, api_pb2.GetDagRequest(name=f"dags/{dag_id}"))
+    assert isinstance(dag, pb.Dag)
+    show(dag, output.dags_table([dag]))
+
+
+@dags_app.command("versions")
+def dags_versions(
+    dag_id: Annotated[str, typer.Argument(help="the DAG")], output_format: OutputOption = None
+) -> None:
+    """The DAG's versions, newest first."""
+    use_format(output_format)
+    request = api_pb2.ListDagVersionsRequest(parent=f"dags/{dag_id}")
+    versions: list[pb.DagVersion] = collect(state.client.dags.ListDagVersions, request, "versions")
+    table = Table("VERSION", "CREATED", "TASKS")
+    for v in versions:
+        table.add_row(v.version_hash, output.utc(v.create_time), str(v.task_count))
+    show(versions, table, empty="no versions")
+
+
+@dags_app.command("diff")
+def dags_diff(
+    dag_id: Annotated[str, typer.Argument(help="the DAG")],
+    old: Annotated[str, typer.Argument(help="a version hash (a unique prefix will do)")],
+    new: Annotated[str, typer.Argument(help="another; default the latest")] = "",
+) -> None:
+    """How two versions of a DAG differ: a unified diff of their specs."""
+    request = api_pb2.ListDagVersionsRequest(parent=f"dags/{dag_id}")
+    hashes = [v.version_hash for v in collect(state.client.dags.ListDagVersions, request, "versions")]
+    chosen = [pick_version(dag_id, hashes, old), pick_version(dag_id, hashes, new) if new else hashes[0]]
+    specs = []
+    for version_hash in chosen:
+        name = f"dags/{dag_id}/versions/{version_hash}"
+        found = call(state.client.dags.GetDagVersion, api_pb2.GetDagVersionRequest(name=name))
+        assert isinstance(found, pb.DagVersion)
+        specs.append(found.spec)
+    text = unified(specs[0], specs[1], f"versions/{chosen[0]}", f"versions/{chosen[1]}")
+    output.console.print(text or "no differences", highlight=False, markup=False)

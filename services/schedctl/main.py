@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from schedctl import access, backfills, cluster, dags, runs, tasks  # noqa: F401  (each registers its commands)
+from schedctl import access, backfills, cluster, dags, runs, settings, tasks  # noqa: F401  (each registers its commands)
 from schedctl.cli import app
 
 

@@ -1,11 +1,20 @@
-"""Printing results as Rich tables (the default) or JSON (``-o json``)."""
+"""Printing results: Rich tables (``-o table``, ``-o wide`` with more columns), JSON and YAML with
+the same lower-case state names as the tables and every field (zero values included), or only
+resource names (``-o name``).
+
+Tables are as wide as their content when standard output is not a terminal (nothing is cut when
+piped); colours appear only on a terminal and never with ``NO_COLOR`` set (Rich's own rules).
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
+import yaml
 from google.protobuf import json_format
+from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.table import Table
@@ -13,8 +22,10 @@ from rich.table import Table
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 
-console = Console()
-err_console = Console(stderr=True)
+#: Wide enough that no column is cut when the output goes to a file or a pipe.
+_UNBOUNDED = 100_000
+console = Console(width=None if sys.stdout.isatty() else _UNBOUNDED)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else _UNBOUNDED)
 
 _STATE_STYLE = {
     "success": "green",
@@ -31,13 +42,56 @@ _STATE_STYLE = {
 
 
 def as_json(message: Message | list[Message]) -> str:
+    return json.dumps(as_data(message), indent=2)
+
+
+def as_yaml(message: Message | list[Message]) -> str:
+    return yaml.safe_dump(as_data(message), sort_keys=False, allow_unicode=True)
+
+
+def as_names(message: Message | list[Message]) -> str:
+    """The resource name of each item (``dags/etl/runs/r1``), one per line."""
+    items = message if isinstance(message, list) else [message]
+    return "\n".join(str(getattr(m, "name", "")) for m in items if getattr(m, "name", ""))
+
+
+def as_data(message: Message | list[Message]) -> Any:
     if isinstance(message, list):
-        return json.dumps([_dict(m) for m in message], indent=2)
-    return json.dumps(_dict(message), indent=2)
+        return [as_data(m) for m in message]
+    data = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    _lower_enums(message.DESCRIPTOR, data)
+    return data
 
 
-def _dict(message: Message) -> dict[str, Any]:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+def _lower_enums(descriptor: Any, data: dict[str, Any]) -> None:
+    """Enum values as the tables show them: ``TASK_STATE_SUCCESS`` -> ``success``."""
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        if field.enum_type is not None:
+            data[field.name] = (
+                [_enum(field.enum_type, v) for v in value]
+                if field.is_repeated
+                else _enum(field.enum_type, value)
+            )
+        elif field.message_type is not None and not field.message_type.full_name.startswith(
+            "google.protobuf."
+        ):
+            if field.message_type.GetOptions().map_entry:
+                continue
+            for item in value if field.is_repeated else [value]:
+                if isinstance(item, dict):
+                    _lower_enums(field.message_type, item)
+
+
+def _enum(enum_type: EnumDescriptor, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    prefix = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(enum_type.name)).upper() + "_"
+    return value.removeprefix(prefix).lower()
 
 
 def state_name(enum_type: Any, value: int, prefix: str) -> str:
@@ -67,7 +121,7 @@ def dags_table(dags: list[pb.Dag]) -> Table:
     return table
 
 
-def run_table(run: pb.DagRun) -> Table:
+def run_table(run: pb.DagRun, *, wide: bool = False) -> Table:
     state = state_name(pb.RunState, run.state, "RUN_STATE_")
     kind = state_name(pb.RunType, run.run_type, "RUN_TYPE_")
     details = [f"{kind} run, logical date {_time(run.logical_date)}"]
@@ -77,37 +131,72 @@ def run_table(run: pb.DagRun) -> Table:
         details.append(f"made by {run.backfill}")
     if run.error:
         details.append(f"error: {run.error}")
+    columns = ["TASK", "STATE", "TRY", "WORKER", "STARTED", "ENDED"]
+    if wide:
+        columns += ["POOL", "QUEUE", "PRIORITY", "EXIT"]
+    columns.append("ERROR")
     table = Table(
-        "TASK",
-        "STATE",
-        "TRY",
-        "WORKER",
-        "STARTED",
-        "ENDED",
+        *columns,
         title=f"{run.name}  {styled(state)}  (version {run.dag_version})",
         caption="\n".join(details),
     )
     for t in run.task_instances:
-        table.add_row(
+        row = [
             t.task_id,
             styled(state_name(pb.TaskState, t.state, "TASK_STATE_")),
             str(t.try_number),
             t.worker_id or "-",
             _time(t.start_time) if t.HasField("start_time") else "-",
             _time(t.end_time) if t.HasField("end_time") else "-",
-        )
+        ]
+        if wide:
+            row += [
+                t.pool,
+                t.queue,
+                str(t.priority_weight),
+                str(t.exit_code) if t.HasField("end_time") else "-",
+            ]
+        row.append(t.error or "-")
+        table.add_row(*row)
     return table
 
 
-def runs_table(runs: list[pb.DagRun]) -> Table:
-    table = Table("RUN", "STATE", "TYPE", "LOGICAL DATE")
+def progress_line(run: pb.DagRun) -> str:
+    """``dags/d/runs/r: running, 3 of 5 tasks done (1 running, 0 failed)``."""
+    counts: dict[str, int] = {}
+    for t in run.task_instances:
+        name = state_name(pb.TaskState, t.state, "TASK_STATE_")
+        counts[name] = counts.get(name, 0) + 1
+    done = sum(counts.get(s, 0) for s in ("success", "failed", "skipped", "upstream_failed"))
+    state = state_name(pb.RunState, run.state, "RUN_STATE_")
+    failed = counts.get("failed", 0) + counts.get("upstream_failed", 0)
+    return (
+        f"{run.name}: {state}, {done} of {len(run.task_instances)} tasks done "
+        f"({counts.get('running', 0)} running, {failed} failed)"
+    )
+
+
+def runs_table(runs: list[pb.DagRun], *, wide: bool = False) -> Table:
+    columns = ["RUN", "STATE", "TYPE", "LOGICAL DATE"]
+    if wide:
+        columns += ["DATA INTERVAL", "STARTED", "ENDED", "BACKFILL", "ERROR"]
+    table = Table(*columns)
     for r in runs:
-        table.add_row(
+        row = [
             r.name,
             styled(state_name(pb.RunState, r.state, "RUN_STATE_")),
             state_name(pb.RunType, r.run_type, "RUN_TYPE_"),
             _time(r.logical_date),
-        )
+        ]
+        if wide:
+            row += [
+                _interval(r.data_interval) if r.HasField("data_interval") else "-",
+                _time(r.start_time) if r.HasField("start_time") else "-",
+                _time(r.end_time) if r.HasField("end_time") else "-",
+                r.backfill or "-",
+                r.error or "-",
+            ]
+        table.add_row(*row)
     return table
 
 

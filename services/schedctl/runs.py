@@ -3,26 +3,33 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import grpc
 import typer
+from google.protobuf import timestamp_pb2
+from rich.live import Live
 
 from schedctl import output
 from schedctl.cli import (
     EXIT_REJECTED,
     EXIT_RUN_FAILED,
+    EXIT_UNAVAILABLE,
     EXIT_WAIT_TIMED_OUT,
     Format,
     OutputOption,
     app,
     call,
+    collect,
     fail,
+    report,
     run_name,
     show,
     state,
     use_format,
+    wide,
 )
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
@@ -109,51 +116,100 @@ def runs_trigger(
     if not wait:
         show(run, f"triggered {run.name}")
         return
-    if state.format is Format.table:
-        output.console.print(f"triggered {run.name}; waiting")
+    output.err_console.print(f"triggered {run.name}; waiting", highlight=False)
     final = _wait_for(run.name, wait_timeout)
-    show(final, output.run_table(final))
+    show(final, output.run_table(final, wide=wide()))
     if final.state != pb.RUN_STATE_SUCCESS:
         raise typer.Exit(EXIT_RUN_FAILED)
 
 
 def _wait_for(name: str, timeout: float) -> pb.DagRun:
-    deadline = time.monotonic() + timeout
-    interval = 0.05
-    while True:
-        run = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=name))
-        assert isinstance(run, pb.DagRun)
-        if run.state in (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED):
-            return run
-        if time.monotonic() > deadline:
+    """Follow the run (``WatchRun``) until it ends; a line per change on standard error."""
+    last = ""
+    final: pb.DagRun | None = None
+    try:
+        for run in state.client.watch_run(name, timeout):
+            final = run
+            line = output.progress_line(run)
+            if line != last:
+                output.err_console.print(line, highlight=False)
+                last = line
+    except grpc.RpcError as exc:
+        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
             fail(EXIT_WAIT_TIMED_OUT, f"{name} did not finish within {timeout:g}s")
-        time.sleep(interval)
-        interval = min(interval * 1.5, 1.0)
+        report(exc)
+    if final is None or final.state not in (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED):
+        fail(EXIT_UNAVAILABLE, f"the api stopped following {name} before it ended")
+    return final
 
 
 @runs_app.command("get")
 def runs_get(
     run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="follow it until it ends")] = False,
     output_format: OutputOption = None,
 ) -> None:
-    """Show a run and the states of its tasks."""
+    """Show a run and the states of its tasks; with --watch, a live table until the run ends (exit 1
+    if it failed)."""
     use_format(output_format)
+    if watch:
+        _watch(run_name(run))
+        return
     resp = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=run_name(run)))
     assert isinstance(resp, pb.DagRun)
-    show(resp, output.run_table(resp))
+    show(resp, output.run_table(resp, wide=wide()))
+
+
+def _watch(name: str) -> None:
+    final: pb.DagRun | None = None
+    try:
+        if output.console.is_terminal and state.format in (Format.table, Format.wide):
+            with Live(console=output.console, auto_refresh=False) as live:
+                for run in state.client.watch_run(name, None):
+                    final = run
+                    live.update(output.run_table(run, wide=wide()), refresh=True)
+        else:
+            for run in state.client.watch_run(name, None):
+                final = run
+                output.err_console.print(output.progress_line(run), highlight=False)
+    except grpc.RpcError as exc:
+        report(exc)
+    if final is None:
+        fail(EXIT_UNAVAILABLE, f"the api stopped following {name} before it ended")
+    if not (output.console.is_terminal and state.format in (Format.table, Format.wide)):
+        show(final, output.run_table(final, wide=wide()))
+    if final.state != pb.RUN_STATE_SUCCESS:
+        raise typer.Exit(EXIT_RUN_FAILED)
 
 
 @runs_app.command("list")
 def runs_list(
     dag_id: Annotated[str, typer.Argument(help="DAG id; omit for all DAGs")] = "-",
     limit: Annotated[int, typer.Option(help="newest runs to show")] = 20,
+    run_state: Annotated[
+        list[str] | None,
+        typer.Option("--state", help="only runs in this state (queued, running, success, failed)"),
+    ] = None,
+    run_type: Annotated[str, typer.Option("--type", help="only manual, scheduled or backfill runs")] = "",
+    since: Annotated[str, typer.Option(help="only logical dates at or after this (ISO 8601)")] = "",
+    until: Annotated[str, typer.Option(help="only logical dates before this (ISO 8601)")] = "",
     output_format: OutputOption = None,
 ) -> None:
-    """List the newest runs."""
+    """List the newest runs (page after page, up to --limit)."""
     use_format(output_format)
-    resp = call(state.client.runs.ListRuns, api_pb2.ListRunsRequest(parent=f"dags/{dag_id}", page_size=limit))
-    assert isinstance(resp, api_pb2.ListRunsResponse)
-    show(list(resp.runs), output.runs_table(list(resp.runs)))
+    if not 0 < limit <= 1_000_000:
+        fail(EXIT_REJECTED, "--limit must be between 1 and 1000000")
+    request = api_pb2.ListRunsRequest(parent=f"dags/{dag_id}")
+    for name in run_state or []:
+        request.states.append(_enum_value(pb.RunState, "RUN_STATE_", "--state", name))
+    if run_type:
+        request.run_type = _enum_value(pb.RunType, "RUN_TYPE_", "--type", run_type)
+    if since:
+        request.logical_date_from.CopyFrom(_timestamp("--since", since))
+    if until:
+        request.logical_date_until.CopyFrom(_timestamp("--until", until))
+    found: list[pb.DagRun] = collect(state.client.runs.ListRuns, request, "runs", limit)
+    show(found, output.runs_table(found, wide=wide()), empty="no runs")
 
 
 @runs_app.command("cancel")
@@ -165,4 +221,21 @@ def runs_cancel(
     use_format(output_format)
     resp = call(state.client.runs.CancelRun, api_pb2.CancelRunRequest(name=run_name(run)))
     assert isinstance(resp, pb.DagRun)
-    show(resp, output.run_table(resp))
+    show(resp, output.run_table(resp, wide=wide()))
+
+
+def _enum_value(enum_type: Any, prefix: str, option: str, name: str) -> Any:
+    choices = [v.name.removeprefix(prefix).lower() for v in enum_type.DESCRIPTOR.values if v.number]
+    if name.lower() not in choices:
+        fail(EXIT_REJECTED, f"{option} {name!r} must be one of {', '.join(choices)}")
+    return enum_type.Value(prefix + name.upper())
+
+
+def _timestamp(option: str, text: str) -> timestamp_pb2.Timestamp:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        fail(EXIT_REJECTED, f"{option} {text!r} is not an ISO 8601 date or time")
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    return stamp

@@ -72,11 +72,32 @@ class _NoAliases(yaml.SafeLoader):
         return super().compose_node(parent, index)  # type: ignore[arg-type]
 
 
+#: What a directory given to ``dags register`` contributes: these files, not its subdirectories.
+DAG_SUFFIXES = (".py", ".yaml", ".yml", ".json")
+
+
 def load_specs(path: Path) -> list[pb.DagSpec]:
-    """The specs a file describes: every DAG of a ``.py`` file, or the one spec of a YAML/JSON file."""
-    if path.suffix == ".py":
-        return _load_python(path)
-    return [_load_data(path)]
+    """The specs a file describes (every DAG of a ``.py`` file, or the one spec of a YAML/JSON
+    file), or, for a directory, those of each of its DAG files in name order. Two files that
+    define the same DAG id are an error naming both."""
+    if not path.is_dir():
+        return _load_python(path) if path.suffix == ".py" else [_load_data(path)]
+    files = sorted(
+        p for p in path.iterdir() if p.suffix in DAG_SUFFIXES and p.is_file() and p.name != "__init__.py"
+    )
+    if not files:
+        raise SpecFileError(f"{path}: no DAG files ({', '.join(DAG_SUFFIXES)}) in this directory")
+    specs: list[pb.DagSpec] = []
+    origin: dict[str, Path] = {}
+    for file in files:
+        for spec in load_specs(file):
+            if spec.dag_id in origin:
+                raise SpecFileError(
+                    f"dag {spec.dag_id!r} is defined in both {origin[spec.dag_id]} and {file}"
+                )
+            origin[spec.dag_id] = file
+            specs.append(spec)
+    return specs
 
 
 def load_spec(path: Path) -> pb.DagSpec:

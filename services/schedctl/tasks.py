@@ -6,6 +6,7 @@ import sys
 import time
 from typing import Annotated
 
+import grpc
 import typer
 
 from schedctl import output
@@ -14,6 +15,7 @@ from schedctl.cli import (
     OutputOption,
     app,
     call,
+    report,
     run_name,
     show,
     state,
@@ -37,28 +39,62 @@ def tasks_logs(
         bool, typer.Option("--follow", "-f", help="keep printing until the attempt ends")
     ] = False,
 ) -> None:
-    """Print the captured output of a task's attempt."""
+    """Print the captured output of a task's attempt, and how it failed if it did. With -f, wait
+    for a task that has not started yet and follow its output until the attempt ends."""
     name = f"{run_name(run)}/tasks/{task_id}"
     offset = 0
     interval = 0.1
+    waiting_said = False
     while True:
-        resp = call(
-            state.client.runs.GetTaskLogs,
-            api_pb2.GetTaskLogsRequest(name=name, try_number=try_number, offset=offset),
-        )
-        assert isinstance(resp, api_pb2.TaskLogs)
+        request = api_pb2.GetTaskLogsRequest(name=name, try_number=try_number, offset=offset)
+        try:
+            resp = state.client.call(state.client.runs.GetTaskLogs, request)
+        except grpc.RpcError as exc:
+            if not (follow and exc.code() == grpc.StatusCode.NOT_FOUND and _may_still_start(run, task_id)):
+                report(exc)
+            if not waiting_said:
+                output.err_console.print(f"waiting for {task_id} to start", highlight=False)
+                waiting_said = True
+            time.sleep(interval)
+            interval = min(interval * 1.5, 1.0)
+            continue
         try_number = resp.try_number
         if resp.data:
             sys.stdout.write(resp.data)
             sys.stdout.flush()
             interval = 0.1
-        ended = resp.complete
         offset = resp.next_offset
-        if not follow or (ended and not resp.data):
+        if not follow or (resp.complete and not resp.data):
+            if resp.complete:
+                _say_how_it_ended(run, task_id, try_number)
             return
         if not resp.data:
             time.sleep(interval)
             interval = min(interval * 1.5, 1.0)
+
+
+def _task(run: str, task_id: str) -> tuple[pb.DagRun, pb.TaskInstance | None]:
+    found = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=run_name(run)))
+    assert isinstance(found, pb.DagRun)
+    return found, next((t for t in found.task_instances if t.task_id == task_id), None)
+
+
+def _may_still_start(run: str, task_id: str) -> bool:
+    """Whether the task has yet to run in a run that has not ended (its DAG has the task)."""
+    found, ti = _task(run, task_id)
+    if found.state in (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED):
+        return False
+    return ti is None or ti.try_number == 0
+
+
+def _say_how_it_ended(run: str, task_id: str, try_number: int) -> None:
+    """On standard error: why the latest attempt failed (an import error, an exit code, a timeout)."""
+    _, ti = _task(run, task_id)
+    if ti is None or ti.try_number != try_number or not ti.error:
+        return
+    if ti.state in (pb.TASK_STATE_FAILED, pb.TASK_STATE_UP_FOR_RETRY, pb.TASK_STATE_UPSTREAM_FAILED):
+        state_text = output.state_name(pb.TaskState, ti.state, "TASK_STATE_")
+        output.err_console.print(f"{task_id} try {try_number} {state_text}: {ti.error}", highlight=False)
 
 
 @tasks_app.command("clear")

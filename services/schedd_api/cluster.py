@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from dataclasses import dataclass
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_coord.client import EtcdClient
@@ -29,3 +31,18 @@ async def leader_status(engine: AsyncEngine, etcd: EtcdClient | None) -> LeaderS
     fence_token, _ = await read_fence(engine)
     standbys = [m for m in members if leader is None or m.identity != leader.identity]
     return LeaderStatus(leader=leader, fence_token=fence_token, standbys=standbys)
+
+
+def release() -> str:
+    """The installed schedd release."""
+    try:
+        return importlib.metadata.version("schedd")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+async def schema_revision(engine: AsyncEngine) -> str:
+    """The Alembic revision the database is at ('' before the first migration)."""
+    async with engine.connect() as conn:
+        row = (await conn.execute(text("SELECT version_num FROM alembic_version"))).first()
+    return str(row[0]) if row else ""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.spec import validate_spec
+from schedd_core.errors import NotFound
+from schedd_core.spec import canonical, validate_spec, version_hash
 from schedd_core.timetables import schedule_key
 from schedd_store import dags, pools
 from schedd_store.records import DagRecord
@@ -19,3 +20,15 @@ async def register(
     a new or changed schedule wakes the leader."""
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
     return await dags.register_dag(engine, spec, request, schedule_key=schedule_key(spec))
+
+
+async def check(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[str, bool]:
+    """Validate ``spec`` as ``register`` would; return its version hash and whether registering it
+    would make a new version. Stores nothing."""
+    validate_spec(spec, known_pools=await pools.pool_sizes(engine))
+    vhash = version_hash(canonical(spec))
+    try:
+        await dags.get_version(engine, spec.dag_id, vhash)
+    except NotFound:
+        return vhash, True
+    return vhash, False

@@ -20,6 +20,7 @@ from schedd_api.servicer import (
     RunServicer,
     WorkerServicer,
 )
+from schedd_api.watch import RunWatchers
 from schedd_auth.tokens import parse
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import SystemClock
@@ -29,8 +30,9 @@ from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
 from schedd_rpc.server import auth_enabled, make_server, set_serving, stop_signals, warn_auth_disabled
 from schedd_rpc.tls import ServerTLS
-from schedd_store import tokens
+from schedd_store import channels, tokens
 from schedd_store.engine import make_engine
+from schedd_store.notify import Listener
 
 log = logging.getLogger("schedd.api")
 
@@ -61,9 +63,13 @@ async def serve(config: ApiConfig) -> None:
     etcd = EtcdClient(config.etcd_endpoints) if config.etcd_endpoints else None
     clock = SystemClock()
     faults = FaultPoints.from_env(os.environ)
+    watchers = RunWatchers()
+    listener = Listener(
+        config.database_url, {channels.RUNS: watchers.notified}, on_connect=watchers.reconnected
+    )
     servicers = {
         "DagService": DagServicer(engine, clock),
-        "RunService": RunServicer(engine, clock, faults),
+        "RunService": RunServicer(engine, clock, faults, watchers),
         "BackfillService": BackfillServicer(engine, clock, faults),
         "ClusterService": ClusterServicer(engine, etcd),
         "WorkerService": WorkerServicer(engine),
@@ -83,12 +89,14 @@ async def serve(config: ApiConfig) -> None:
     access = AccessInterceptor(engine, api_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth)
     server, health = make_server(config.listen, SERVICES, register, tls=config.tls, interceptors=[access])
     stop = stop_signals()
+    await listener.start(wait=False)  # the api serves (UNAVAILABLE) while the database is down
     await server.start()
     await set_serving(health, SERVICES, True)
     log.info("api listening on %s (%s)", config.listen, "TLS" if config.tls else "plaintext")
     await stop.wait()
     await set_serving(health, SERVICES, False)
     await server.stop(grace=5)
+    await listener.stop()
     if etcd is not None:
         await etcd.close()
     await engine.dispose()

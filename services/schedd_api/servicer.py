@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from typing import Any
+
 import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -9,9 +12,10 @@ from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import backfills, cluster, dags, runs, translate
 from schedd_api.paging import keyset_token, page, page_size
+from schedd_api.watch import RunWatchers
 from schedd_coord.client import EtcdClient
 from schedd_core.clock import Clock
-from schedd_core.errors import InvalidArgument
+from schedd_core.errors import InvalidArgument, NotFound, quote
 from schedd_core.states import TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
@@ -35,10 +39,37 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
     async def RegisterDag(
         self, request: api_pb2.RegisterDagRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.RegisterDagResponse:
+        if request.validate_only:
+            vhash, new = await dags.check(self._engine, request.spec)
+            version = pb.DagVersion(
+                name=f"{names.dag_name(request.spec.dag_id)}/versions/{vhash}",
+                version_hash=vhash,
+                spec=request.spec,
+                task_count=len(request.spec.tasks),
+            )
+            return api_pb2.RegisterDagResponse(version=version, created_version=new)
         record, created = await dags.register(self._engine, request.spec, request_key(request))
         return api_pb2.RegisterDagResponse(
             dag=translate.dag(record), version=translate.dag_version(record), created_version=created
         )
+
+    async def ListDagVersions(
+        self, request: api_pb2.ListDagVersionsRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.ListDagVersionsResponse:
+        dag_id = names.parse_dag_name(request.parent, "parent")
+        limit = page_size(request.page_size)
+        records = await dag_store.list_versions(
+            self._engine, dag_id, before=keyset_token(request.page_token), limit=limit + 1
+        )
+        items, more = page(records, limit, translate.version)
+        token = str(records[len(items) - 1].id) if more else ""
+        return api_pb2.ListDagVersionsResponse(versions=items, next_page_token=token)
+
+    async def GetDagVersion(
+        self, request: api_pb2.GetDagVersionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DagVersion:
+        dag_id, version_hash = names.parse_version_name(request.name)
+        return translate.version(await dag_store.get_version(self._engine, dag_id, version_hash))
 
     async def GetDag(self, request: api_pb2.GetDagRequest, context: grpc.aio.ServicerContext) -> pb.Dag:
         return translate.dag(await dag_store.get_dag(self._engine, names.parse_dag_name(request.name)))
@@ -71,10 +102,17 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
 
 
 class RunServicer(api_pb2_grpc.RunServiceServicer):
-    def __init__(self, engine: AsyncEngine, clock: Clock, faults: FaultPoints | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        clock: Clock,
+        faults: FaultPoints | None = None,
+        watchers: RunWatchers | None = None,
+    ) -> None:
         self._engine = engine
         self._clock = clock
         self._faults = faults
+        self._watchers = watchers or RunWatchers()
 
     async def CreateRun(
         self, request: api_pb2.CreateRunRequest, context: grpc.aio.ServicerContext
@@ -93,8 +131,30 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         return translate.run(record)
 
     async def GetRun(self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.DagRun:
-        dag_id, run_id = names.parse_run_name(request.name)
+        dag_id, run_id = await self._run_name(request.name)
         return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
+
+    async def _run_name(self, name: str) -> tuple[str, str]:
+        """The run a name means; ``dags/{dag}/runs/@latest`` is the DAG's newest run."""
+        dag_id, run_id = names.parse_run_name(name, latest=True)
+        if run_id == names.LATEST_RUN:
+            newest = await run_store.list_runs(self._engine, dag_id=dag_id, before=2**62, limit=1)
+            if not newest:
+                raise NotFound(f"dag {quote(dag_id)} has no runs")
+            run_id = newest[0].run_id
+        return dag_id, run_id
+
+    async def WatchRun(
+        self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.DagRun]:
+        dag_id, run_id = await self._run_name(request.name)
+        first = await run_store.get_run(self._engine, dag_id, run_id)
+
+        async def read() -> pb.DagRun:
+            return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
+
+        async for run in self._watchers.follow(first.pk, read):
+            yield run
 
     async def GetTaskLogs(
         self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
@@ -168,11 +228,31 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     ) -> api_pb2.ListRunsResponse:
         dag_id = None if request.parent == "dags/-" else names.parse_dag_name(request.parent, "parent")
         limit = page_size(request.page_size)
-        before = keyset_token(request.page_token)
-        records = await run_store.list_runs(self._engine, dag_id=dag_id, before=before, limit=limit + 1)
+        records = await run_store.list_runs(
+            self._engine,
+            dag_id=dag_id,
+            before=keyset_token(request.page_token),
+            limit=limit + 1,
+            states=[_enum_name(pb.RunState, s, "states") for s in request.states],
+            run_type=_enum_name(pb.RunType, request.run_type, "run_type") if request.run_type else None,
+            date_from=convert.from_ts(request.logical_date_from)
+            if request.HasField("logical_date_from")
+            else None,
+            date_until=convert.from_ts(request.logical_date_until)
+            if request.HasField("logical_date_until")
+            else None,
+        )
         items, more = page(records, limit, translate.run)
         token = str(records[len(items) - 1].pk) if more else ""
         return api_pb2.ListRunsResponse(runs=items, next_page_token=token)
+
+
+def _enum_name(enum_type: Any, value: int, field: str) -> str:
+    """The store's name of an enum value (``RUN_STATE_SUCCESS`` -> ``success``)."""
+    prefix = enum_type.DESCRIPTOR.values[0].name.removesuffix("UNSPECIFIED")
+    if value == 0 or value not in enum_type.DESCRIPTOR.values_by_number:
+        raise InvalidArgument(field, f"{value} is not a value of {enum_type.DESCRIPTOR.name}")
+    return str(enum_type.Name(value)).removeprefix(prefix).lower()
 
 
 class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
@@ -296,3 +376,12 @@ class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):
             reply.token = status.leader.token
             reply.leader.CopyFrom(translate.replica(status.leader))
         return reply
+
+    async def GetVersion(
+        self, request: api_pb2.GetVersionRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.Version:
+        return api_pb2.Version(
+            version=cluster.release(),
+            api="schedd.v1",
+            schema_revision=await cluster.schema_revision(self._engine),
+        )

@@ -9,6 +9,7 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_coord.election import LeaderInfo
 from schedd_core.timetables import DataInterval
 from schedd_rpc import convert, names
+from schedd_store.dags import VersionRecord
 from schedd_store.pools import PoolRecord
 from schedd_store.records import BackfillRecord, DagRecord, RunRecord, TaskInstanceRecord
 from schedd_store.workers import WorkerRecord
@@ -32,7 +33,20 @@ def dag_version(record: DagRecord) -> pb.DagVersion:
         version_hash=record.version_hash,
         create_time=convert.ts(record.version_created_at),
         spec=record.spec,
+        task_count=len(record.spec.tasks),
     )
+
+
+def version(record: VersionRecord) -> pb.DagVersion:
+    message = pb.DagVersion(
+        name=f"{names.dag_name(record.dag_id)}/versions/{record.version_hash}",
+        version_hash=record.version_hash,
+        create_time=convert.ts(record.created_at),
+        task_count=record.task_count,
+    )
+    if record.spec is not None:
+        message.spec.CopyFrom(record.spec)
+    return message
 
 
 def run(record: RunRecord) -> pb.DagRun:

@@ -65,7 +65,7 @@ def measure_backfill(cluster: Cluster, workdir: Path, intervals: int, max_active
     deadline = time.monotonic() + 900
     while True:
         state = json.loads(schedctl(cluster, "-o", "json", "backfill", "get", name))["state"]
-        if state != "BACKFILL_STATE_RUNNING":
+        if state != "running":
             break
         if time.monotonic() > deadline:
             raise RuntimeError(f"{name} did not end within 900 s")

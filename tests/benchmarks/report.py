@@ -103,6 +103,12 @@ TARGETS = [
         ("<=", 1.2),
     ),
     Target(
+        "leader's memory (PSS) under the same load (x empty)",
+        _worst(*(_ratio((g, "leader_pss_mb"), ("growth_empty", "leader_pss_mb")) for g in GROWTH)),
+        "x",
+        ("<=", 1.2),
+    ),
+    Target(
         "leader kill -9 to the next committed pass", _get("failover_kill9_seconds"), "s", ("<=", TTL + 0.5)
     ),
     Target(

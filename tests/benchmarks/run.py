@@ -41,7 +41,7 @@ from typing import Any
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import DevStack
 from tests.benchmarks.backfill import measure_backfill
-from tests.benchmarks.cluster_figures import measure_failover, measure_footprint
+from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.profile import profile
@@ -125,7 +125,9 @@ class Bench:
     def _growth_step(self, cluster: Cluster, label: str) -> dict[str, Any]:
         chain = measure_chain(cluster, self.workdir, self.args.links, label)
         single = measure_single_task(cluster, self.workdir, runs=20, label=label)
-        return chain | single
+        leader = cluster.leader()
+        memory = {"leader_pss_mb": pss_kib([leader.pid]) / 1024} if leader is not None and leader.pid else {}
+        return chain | single | memory
 
     def failover(self) -> None:
         faults = self.workdir / "faults"

@@ -11,7 +11,9 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
+from schedd.v1 import resources_pb2 as pb
 from schedd_devstack.services import Cluster
+from schedd_store import channels
 from schedd_store.engine import asyncpg_dsn
 from tests.benchmarks.common import NOOP, percentile, register, schedctl
 
@@ -108,6 +110,17 @@ def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> di
     }
 
 
+def backlog_spec() -> bytes:
+    """The spec of the DAG the backlog belongs to: 100 tasks in a queue and pool no worker serves."""
+    tasks = [
+        pb.TaskSpec(
+            task_id=f"t{i}", shell=pb.ShellCommand(command="true"), queue="nobody", pool="backlog_pool"
+        )
+        for i in range(1, 101)
+    ]
+    return pb.DagSpec(dag_id="idle_1", tasks=tasks).SerializeToString()
+
+
 async def add_load(database_url: str, *, dags: int, finished: int, queued: int) -> None:
     """Straight into the store: ``dags`` other DAGs (registered, idle), ``finished`` finished task
     instances (in runs of 100), and ``queued`` task instances queued in a queue no worker serves and
@@ -157,5 +170,13 @@ async def add_load(database_url: str, *, dags: int, finished: int, queued: int) 
         )
         await conn.execute("SELECT occupancy_compact()")
         await conn.execute("ANALYZE")
+        # The backlog's DAG has the tasks its task instances name, and the leader is told about its
+        # runs, as it would have been had they been triggered: it reads them and keeps them in memory.
+        await conn.execute(
+            "UPDATE dag_versions SET spec = $1, task_count = 100 WHERE dag_id = 'idle_1'", backlog_spec()
+        )
+        backlog = [r["id"] for r in await conn.fetch("SELECT id FROM dag_runs WHERE run_id LIKE 'backlog%'")]
+        for payload in channels.encode_ids(backlog):
+            await conn.execute("SELECT pg_notify($1, $2)", channels.RUNS, payload)
     finally:
         await conn.close()

@@ -90,9 +90,9 @@ def wait_backfill(api: str, name: str, timeout: float = SETTLE) -> dict[str, Any
     def ended() -> bool:
         found.update(json.loads(schedctl(api, "-o", "json", "backfill", "get", name)))
         return found["state"] in (
-            "BACKFILL_STATE_SUCCEEDED",
-            "BACKFILL_STATE_FAILED",
-            "BACKFILL_STATE_CANCELLED",
+            "succeeded",
+            "failed",
+            "cancelled",
         )
 
     poll(ended, timeout, f"{name} to end")
@@ -132,7 +132,7 @@ def test_a_sequential_backfill_runs_one_interval_at_a_time_oldest_first(
     created = backfill(cluster.api_address, "seq", 30, "--strategy", "sequential")
     assert created["progress"]["total"] == 30
     final = wait_backfill(cluster.api_address, created["name"])
-    assert final["state"] == "BACKFILL_STATE_SUCCEEDED" and final["progress"]["succeeded"] == 30
+    assert final["state"] == "succeeded" and final["progress"]["succeeded"] == 30
     check_one_run_per_interval(cluster, "seq", 30)
     spans = run_spans(cluster, "seq")
     for earlier, later in itertools.pairwise(spans):
@@ -143,7 +143,7 @@ def test_a_parallel_backfill_keeps_max_active_runs_going(cluster: RunningCluster
     register(cluster.api_address, tmp_path, daily_dag("par", "sleep 0.05"))
     created = backfill(cluster.api_address, "par", 30, "--strategy", "parallel", "--max-active-runs", "5")
     final = wait_backfill(cluster.api_address, created["name"])
-    assert final["state"] == "BACKFILL_STATE_SUCCEEDED"
+    assert final["state"] == "succeeded"
     check_one_run_per_interval(cluster, "par", 30)
     spans = run_spans(cluster, "par")
     most = max(sum(1 for s in spans if s[1] <= at < s[2]) for _, at, _ in spans)
@@ -158,7 +158,7 @@ def test_a_chunked_backfill_starts_a_chunk_only_after_the_previous_one(
         cluster.api_address, "chunk", 30, "--strategy", "chunked", "--chunk-size", "7", "--backward"
     )
     final = wait_backfill(cluster.api_address, created["name"])
-    assert final["state"] == "BACKFILL_STATE_SUCCEEDED"
+    assert final["state"] == "succeeded"
     check_one_run_per_interval(cluster, "chunk", 30)
     rows = cluster.fetch(
         "SELECT i.chunk, min(ti.started_at) AS began, max(ti.ended_at) AS ended FROM backfill_intervals i "
@@ -189,15 +189,29 @@ def test_a_failed_run_fails_a_sequential_backfill_and_reruns_on_request(
     first = wait_backfill(
         cluster.api_address, backfill(cluster.api_address, "flaky", 5, "--strategy", "sequential")["name"]
     )
-    assert first["state"] == "BACKFILL_STATE_FAILED" and "2025-01-03" in first["error"]
-    assert first["progress"] == {"total": 5, "pending": 2, "succeeded": 2, "failed": 1}
+    assert first["state"] == "failed" and "2025-01-03" in first["error"]
+    assert first["progress"] == {
+        "total": 5,
+        "pending": 2,
+        "running": 0,
+        "succeeded": 2,
+        "failed": 1,
+        "skipped": 0,
+    }
     flag.unlink()
     again = backfill(
         cluster.api_address, "flaky", 5, "--strategy", "sequential", "--reprocess", "rerun_failed"
     )
     second = wait_backfill(cluster.api_address, again["name"])
-    assert second["state"] == "BACKFILL_STATE_SUCCEEDED"
-    assert second["progress"] == {"total": 5, "succeeded": 3, "skipped": 2}
+    assert second["state"] == "succeeded"
+    assert second["progress"] == {
+        "total": 5,
+        "pending": 0,
+        "running": 0,
+        "succeeded": 3,
+        "failed": 0,
+        "skipped": 2,
+    }
     check_one_run_per_interval(cluster, "flaky", 5)
 
 
@@ -223,7 +237,7 @@ def test_a_large_backfill_leaves_scheduled_runs_their_share_of_a_pool(
     )
     created = backfill(api, "history", 200, "--max-active-runs", "50")
     final = wait_backfill(api, created["name"], timeout=600)
-    assert final["state"] == "BACKFILL_STATE_SUCCEEDED"
+    assert final["state"] == "succeeded"
     check_one_run_per_interval(cluster, "history", 200)
     history = cluster.fetch(
         "SELECT queued_at, ended_at FROM task_instances WHERE dag_id = 'history' ORDER BY queued_at"
@@ -289,7 +303,7 @@ def test_a_leader_frozen_mid_backfill_step_loses_and_doubles_no_run(
     finally:
         frozen.resume()  # its step commits nothing: the fence moved on
     final = wait_backfill(cluster.api_address, created["name"])
-    assert final["state"] == "BACKFILL_STATE_SUCCEEDED"
+    assert final["state"] == "succeeded"
     check_one_run_per_interval(cluster, "fo", 30)
     linked = cluster.fetchval(
         "SELECT count(DISTINCT run_pk) FROM backfill_intervals "
@@ -342,7 +356,7 @@ def test_a_scheduled_dag_gets_its_runs_with_their_data_intervals(
     assert first["logical_date"] == start == first["data_interval_start"]
     assert first["data_interval_end"] == start + timedelta(seconds=1)
     shown = json.loads(schedctl(api, "-o", "json", "runs", "get", f"every_second/{first['run_id']}"))
-    assert shown["run_type"] == "RUN_TYPE_SCHEDULED"
+    assert shown["run_type"] == "scheduled"
     assert shown["data_interval"]["start"].startswith(start.strftime("%Y-%m-%dT%H:%M:%S"))
     logs = schedctl(api, "tasks", "logs", f"every_second/{first['run_id']}", "show")
     assert logs.split(" ", 2)[:2] == ["scheduled", start.isoformat()]

@@ -101,7 +101,7 @@ def test_pause_stops_new_tasks_and_unpause_resumes(env: Env) -> None:
     assert env.run("ctl_pause", "r2")["state"] == "queued"
     assert env.attempts("ctl_pause", "r2") == []
     state, reasons = explain(env, "ctl_pause/r1", "b")
-    assert state == "TASK_STATE_NONE"
+    assert state == "none"
     assert reasons == ["its DAG is paused"]
 
     before_unpause = env.cluster.fetchval("SELECT now()")
@@ -129,10 +129,10 @@ def test_cancel_stops_a_running_run(env: Env) -> None:
     env.wait_state("ctl_cancel", "r1", "slow", "running")
 
     run = env.ok_json("runs", "cancel", "ctl_cancel/r1")
-    assert run["state"] == "RUN_STATE_FAILED"
+    assert run["state"] == "failed"
     assert {t["task_id"]: t["state"] for t in run["task_instances"]} == {
-        "slow": "TASK_STATE_FAILED",
-        "after": "TASK_STATE_SKIPPED",
+        "slow": "failed",
+        "after": "skipped",
     }
     tis = env.tis("ctl_cancel", "r1")
     assert tis["slow"]["error"] == "the run was cancelled"
@@ -238,18 +238,18 @@ def test_explain_retry_time_then_mark_success_runs_the_downstream(env: Env) -> N
         ),
     )
     state, reasons = explain(env, "ctl_retry/r1", "flaky")
-    assert state == "TASK_STATE_UP_FOR_RETRY"
+    assert state == "up_for_retry"
     match = re.fullmatch(r"try 1 of 2 failed; it retries in (\d+\.\d)s \((.+)\)", reasons[0])
     assert match, reasons
     assert 3000 < float(match.group(1)) <= 3600
     state, reasons = explain(env, "ctl_retry/r1", "after")
     assert (state, reasons) == (
-        "TASK_STATE_NONE",
+        "none",
         ["trigger rule all_success is not met yet; waiting for upstream flaky (up_for_retry)"],
     )
 
     marked = env.ok_json("tasks", "mark-success", "ctl_retry/r1", "flaky")
-    assert marked["state"] == "TASK_STATE_SUCCESS"
+    assert marked["state"] == "success"
     assert env.wait_run("ctl_retry", "r1")["state"] == "success"
     assert env.states("ctl_retry", "r1") == {"flaky": "success", "after": "success"}
     assert [a["try_number"] for a in env.attempts("ctl_retry", "r1", "flaky")] == [1]
@@ -319,18 +319,18 @@ def test_explain_waiting_on_upstream_and_on_a_full_pool(env: Env) -> None:
     running, waiting = ("x", "y") if states["x"] == "running" else ("y", "x")
 
     assert explain(env, "ctl_explain/r1", "b") == (
-        "TASK_STATE_NONE",
+        "none",
         ["trigger rule all_success is not met yet; waiting for upstream a (running)"],
     )
     assert explain(env, "ctl_explain/r1", waiting) == (
-        "TASK_STATE_SCHEDULED",
+        "scheduled",
         ["pool 'ctl_one' is full: 1 of 1 slots taken, it needs 1"],
     )
-    assert explain(env, "ctl_explain/r1", running) == ("TASK_STATE_RUNNING", ["it is running"])
+    assert explain(env, "ctl_explain/r1", running) == ("running", ["it is running"])
 
     env.ok("runs", "cancel", "ctl_explain/r1")
     state, reasons = explain(env, "ctl_explain/r1", "b")
-    assert state == "TASK_STATE_SKIPPED"
+    assert state == "skipped"
     assert reasons == ["it is finished (skipped); clear it to run it again"]
 
 
@@ -343,7 +343,7 @@ def test_explain_a_run_waiting_for_max_active_runs(env: Env) -> None:
         env.barrier()  # r2's notification has been handled: it stays queued
         assert env.run("ctl_mar", "r2")["state"] == "queued"
         state, reasons = explain(env, "ctl_mar/r2", "t")
-        assert state == "TASK_STATE_NONE"
+        assert state == "none"
         assert any("max_active_runs=1" in r for r in reasons), reasons
     finally:
         for run_id in ("r1", "r2"):

@@ -376,13 +376,13 @@ def test_a_python_exception_fails_the_task_with_the_exception_as_its_error(
     result = trigger_and_wait(api, "py_boom", "r1")
     assert result.returncode == 1, result.stdout + result.stderr
     run = run_json(api, "py_boom", "r1")
-    assert run["state"] == "RUN_STATE_FAILED"
+    assert run["state"] == "failed"
     tasks = {t["task_id"]: t for t in run["task_instances"]}
-    assert tasks["boom"]["state"] == "TASK_STATE_FAILED"
+    assert tasks["boom"]["state"] == "failed"
     error = tasks["boom"]["error"]
     assert "ValueError: kaboom: this task fails on purpose (42)" in error, error
     assert "noop_tasks.py" in error and "Traceback" in error, error
-    assert tasks["after"]["state"] == "TASK_STATE_UPSTREAM_FAILED"
+    assert tasks["after"]["state"] == "upstream_failed"
 
 
 # -- executors ----------------------------------------------------------------------------------------

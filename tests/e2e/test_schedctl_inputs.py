@@ -45,8 +45,9 @@ def test_a_fifo(tmp_path: Path) -> None:
     rejected("dags", "register", str(fifo), expect="not a regular file")
 
 
-def test_a_directory(tmp_path: Path) -> None:
-    rejected("dags", "register", str(tmp_path), expect="a directory")
+def test_a_directory_without_dag_files(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a DAG")
+    rejected("dags", "register", str(tmp_path), expect="no DAG files")
 
 
 def test_a_python_file_that_is_a_fifo(tmp_path: Path) -> None:

@@ -148,8 +148,8 @@ def test_failing_task_fails_the_run_and_its_downstream(
     got = env.schedctl("-o", "json", "runs", "get", "e2e_fail_mid/f1")
     assert got.returncode == 0, got.stderr
     run = json.loads(got.stdout)
-    assert run["state"] == "RUN_STATE_FAILED"
-    assert {t["task_id"]: t["state"] for t in run["task_instances"]}["c"] == "TASK_STATE_UPSTREAM_FAILED"
+    assert run["state"] == "failed"
+    assert {t["task_id"]: t["state"] for t in run["task_instances"]}["c"] == "upstream_failed"
     env.assert_healthy()
 
 
@@ -164,7 +164,7 @@ def test_json_output_of_runs_get(module_cluster: RunningCluster, tmp_path: Path)
     register(env, write_spec(tmp_path, diamond_spec("e2e_json")))
     triggered = trigger_and_wait(env, "e2e_json", "j1", "-o", "json")
     assert triggered.returncode == 0, triggered.stdout + triggered.stderr
-    assert json.loads(triggered.stdout)["state"] == "RUN_STATE_SUCCESS"
+    assert json.loads(triggered.stdout)["state"] == "success"
 
     for ref in ("e2e_json/j1", "dags/e2e_json/runs/j1"):
         got = env.schedctl("-o", "json", "runs", "get", ref)
@@ -172,9 +172,9 @@ def test_json_output_of_runs_get(module_cluster: RunningCluster, tmp_path: Path)
         run = json.loads(got.stdout)
         assert run["name"] == "dags/e2e_json/runs/j1"
         assert run["dag_id"] == "e2e_json" and run["run_id"] == "j1"
-        assert run["state"] == "RUN_STATE_SUCCESS"
+        assert run["state"] == "success"
         tasks = {t["task_id"]: t for t in run["task_instances"]}
-        assert {k: t["state"] for k, t in tasks.items()} == dict.fromkeys("abcd", "TASK_STATE_SUCCESS")
+        assert {k: t["state"] for k, t in tasks.items()} == dict.fromkeys("abcd", "success")
         assert all(t["try_number"] == 1 and t["worker_id"].startswith("worker-") for t in tasks.values())
 
 

@@ -676,6 +676,49 @@ class GetLeaderRequest(_message.Message):
 Global___GetLeaderRequest: _TypeAlias = GetLeaderRequest  # noqa: Y015
 
 @_typing.final
+class GetVersionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetVersionRequest: _TypeAlias = GetVersionRequest  # noqa: Y015
+
+@_typing.final
+class Version(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    API_FIELD_NUMBER: _builtins.int
+    SCHEMA_REVISION_FIELD_NUMBER: _builtins.int
+    version: _builtins.str
+    """The schedd release the api runs (`0.1.0`)."""
+    api: _builtins.str
+    """The API's package version (`schedd.v1`)."""
+    schema_revision: _builtins.str
+    """The Alembic revision the database is at (`0013`)."""
+    def __init__(
+        self,
+        *,
+        version: _builtins.str = ...,
+        api: _builtins.str = ...,
+        schema_revision: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api", b"api", "schema_revision", b"schema_revision", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Version: _TypeAlias = Version  # noqa: Y015
+
+@_typing.final
 class SchedulerReplica(_message.Message):
     """A scheduler replica."""
 
@@ -746,8 +789,11 @@ class RegisterDagRequest(_message.Message):
 
     SPEC_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Makes a retried request idempotent."""
+    validate_only: _builtins.bool
+    """Validate and say what would change (created_version, the version hash) without storing."""
     @_builtins.property
     def spec(self) -> _resources_pb2.DagSpec: ...
     def __init__(
@@ -755,14 +801,86 @@ class RegisterDagRequest(_message.Message):
         *,
         spec: _resources_pb2.DagSpec | None = ...,
         request_id: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "spec", b"spec"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "spec", b"spec", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RegisterDagRequest: _TypeAlias = RegisterDagRequest  # noqa: Y015
+
+@_typing.final
+class ListDagVersionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    parent: _builtins.str
+    """`dags/{dag_id}`"""
+    page_size: _builtins.int
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        parent: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "parent", b"parent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDagVersionsRequest: _TypeAlias = ListDagVersionsRequest  # noqa: Y015
+
+@_typing.final
+class ListDagVersionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.DagVersion]:
+        """Newest first; each without its spec (GetDagVersion has it)."""
+
+    def __init__(
+        self,
+        *,
+        versions: _abc.Iterable[_resources_pb2.DagVersion] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next_page_token", b"next_page_token", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDagVersionsResponse: _TypeAlias = ListDagVersionsResponse  # noqa: Y015
+
+@_typing.final
+class GetDagVersionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/versions/{version_hash}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDagVersionRequest: _TypeAlias = GetDagVersionRequest  # noqa: Y015
 
 @_typing.final
 class RegisterDagResponse(_message.Message):
@@ -921,20 +1039,42 @@ class ListRunsRequest(_message.Message):
     PARENT_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    STATES_FIELD_NUMBER: _builtins.int
+    RUN_TYPE_FIELD_NUMBER: _builtins.int
+    LOGICAL_DATE_FROM_FIELD_NUMBER: _builtins.int
+    LOGICAL_DATE_UNTIL_FIELD_NUMBER: _builtins.int
     parent: _builtins.str
     """`dags/{dag_id}`, or `dags/-` for all DAGs."""
     page_size: _builtins.int
     page_token: _builtins.str
+    run_type: _resources_pb2.RunType.ValueType
+    """Only runs of this type (unspecified: any)."""
+    @_builtins.property
+    def states(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.RunState.ValueType]:
+        """Only runs in these states (none: any)."""
+
+    @_builtins.property
+    def logical_date_from(self) -> _timestamp_pb2.Timestamp:
+        """Only runs whose logical date is at or after this..."""
+
+    @_builtins.property
+    def logical_date_until(self) -> _timestamp_pb2.Timestamp:
+        """...and before this."""
+
     def __init__(
         self,
         *,
         parent: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        states: _abc.Iterable[_resources_pb2.RunState.ValueType] | None = ...,
+        run_type: _resources_pb2.RunType.ValueType = ...,
+        logical_date_from: _timestamp_pb2.Timestamp | None = ...,
+        logical_date_until: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["logical_date_from", b"logical_date_from", "logical_date_until", b"logical_date_until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "parent", b"parent"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["logical_date_from", b"logical_date_from", "logical_date_until", b"logical_date_until", "page_size", b"page_size", "page_token", b"page_token", "parent", b"parent", "run_type", b"run_type", "states", b"states"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -66,6 +66,16 @@ class DagServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.ListNextRunsRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.ListNextRunsResponse.FromString,
                 _registered_method=True)
+        self.ListDagVersions = channel.unary_unary(
+                '/schedd.v1.DagService/ListDagVersions',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListDagVersionsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListDagVersionsResponse.FromString,
+                _registered_method=True)
+        self.GetDagVersion = channel.unary_unary(
+                '/schedd.v1.DagService/GetDagVersion',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.DagVersion.FromString,
+                _registered_method=True)
 
 
 class DagServiceServicer:
@@ -111,6 +121,20 @@ class DagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDagVersions(self, request, context):
+        """The DAG's versions, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDagVersion(self, request, context):
+        """`dags/{dag_id}/versions/{version_hash}`, with its spec.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +167,16 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.ListNextRuns,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.ListNextRunsRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.ListNextRunsResponse.SerializeToString,
+            ),
+            'ListDagVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDagVersions,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListDagVersionsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListDagVersionsResponse.SerializeToString,
+            ),
+            'GetDagVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDagVersion,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.DagVersion.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -308,6 +342,60 @@ class DagService:
             '/schedd.v1.DagService/ListNextRuns',
             schedd_dot_v1_dot_api__pb2.ListNextRunsRequest.SerializeToString,
             schedd_dot_v1_dot_api__pb2.ListNextRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDagVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.DagService/ListDagVersions',
+            schedd_dot_v1_dot_api__pb2.ListDagVersionsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListDagVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDagVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.DagService/GetDagVersion',
+            schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.DagVersion.FromString,
             options,
             channel_credentials,
             insecure,
@@ -631,6 +719,11 @@ class RunServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.GetRunRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_resources__pb2.DagRun.FromString,
                 _registered_method=True)
+        self.WatchRun = channel.unary_stream(
+                '/schedd.v1.RunService/WatchRun',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetRunRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_resources__pb2.DagRun.FromString,
+                _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/schedd.v1.RunService/ListRuns',
                 request_serializer=schedd_dot_v1_dot_api__pb2.ListRunsRequest.SerializeToString,
@@ -676,6 +769,13 @@ class RunServiceServicer:
 
     def GetRun(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchRun(self, request, context):
+        """The run now and each time it changes, until its final state (then the stream ends).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -731,6 +831,11 @@ def add_RunServiceServicer_to_server(servicer, server):
             ),
             'GetRun': grpc.unary_unary_rpc_method_handler(
                     servicer.GetRun,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetRunRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_resources__pb2.DagRun.SerializeToString,
+            ),
+            'WatchRun': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchRun,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.GetRunRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_resources__pb2.DagRun.SerializeToString,
             ),
@@ -818,6 +923,33 @@ class RunService:
             request,
             target,
             '/schedd.v1.RunService/GetRun',
+            schedd_dot_v1_dot_api__pb2.GetRunRequest.SerializeToString,
+            schedd_dot_v1_dot_resources__pb2.DagRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.RunService/WatchRun',
             schedd_dot_v1_dot_api__pb2.GetRunRequest.SerializeToString,
             schedd_dot_v1_dot_resources__pb2.DagRun.FromString,
             options,
@@ -1485,6 +1617,11 @@ class ClusterServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.GetLeaderRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.Leader.FromString,
                 _registered_method=True)
+        self.GetVersion = channel.unary_unary(
+                '/schedd.v1.ClusterService/GetVersion',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetVersionRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.Version.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -1497,6 +1634,13 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetVersion(self, request, context):
+        """The api's version and the schema revision of its database.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1504,6 +1648,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.GetLeader,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.GetLeaderRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.Leader.SerializeToString,
+            ),
+            'GetVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetVersion,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetVersionRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.Version.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1534,6 +1683,33 @@ class ClusterService:
             '/schedd.v1.ClusterService/GetLeader',
             schedd_dot_v1_dot_api__pb2.GetLeaderRequest.SerializeToString,
             schedd_dot_v1_dot_api__pb2.Leader.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.ClusterService/GetVersion',
+            schedd_dot_v1_dot_api__pb2.GetVersionRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.Version.FromString,
             options,
             channel_credentials,
             insecure,

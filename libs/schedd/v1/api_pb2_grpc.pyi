@@ -43,6 +43,10 @@ class DagServiceStub:
     UnpauseDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]
     ListNextRuns: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListNextRunsRequest, _api_pb2.ListNextRunsResponse]
     """The next data intervals of the DAG's schedule (and so the logical dates of its next runs)."""
+    ListDagVersions: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListDagVersionsRequest, _api_pb2.ListDagVersionsResponse]
+    """The DAG's versions, newest first."""
+    GetDagVersion: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetDagVersionRequest, _resources_pb2.DagVersion]
+    """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
 
 @_typing.type_check_only
 class DagServiceAsyncStub(DagServiceStub):
@@ -58,6 +62,10 @@ class DagServiceAsyncStub(DagServiceStub):
     UnpauseDag: _aio.UnaryUnaryMultiCallable[_api_pb2.PauseDagRequest, _resources_pb2.Dag]  # type: ignore[assignment]
     ListNextRuns: _aio.UnaryUnaryMultiCallable[_api_pb2.ListNextRunsRequest, _api_pb2.ListNextRunsResponse]  # type: ignore[assignment]
     """The next data intervals of the DAG's schedule (and so the logical dates of its next runs)."""
+    ListDagVersions: _aio.UnaryUnaryMultiCallable[_api_pb2.ListDagVersionsRequest, _api_pb2.ListDagVersionsResponse]  # type: ignore[assignment]
+    """The DAG's versions, newest first."""
+    GetDagVersion: _aio.UnaryUnaryMultiCallable[_api_pb2.GetDagVersionRequest, _resources_pb2.DagVersion]  # type: ignore[assignment]
+    """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
 
 class DagServiceServicer(metaclass=_abc_1.ABCMeta):
     """DAG definitions and their versions."""
@@ -106,6 +114,22 @@ class DagServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.ListNextRunsResponse, _abc.Awaitable[_api_pb2.ListNextRunsResponse]]:
         """The next data intervals of the DAG's schedule (and so the logical dates of its next runs)."""
+
+    @_abc_1.abstractmethod
+    def ListDagVersions(
+        self,
+        request: _api_pb2.ListDagVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListDagVersionsResponse, _abc.Awaitable[_api_pb2.ListDagVersionsResponse]]:
+        """The DAG's versions, newest first."""
+
+    @_abc_1.abstractmethod
+    def GetDagVersion(
+        self,
+        request: _api_pb2.GetDagVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.DagVersion, _abc.Awaitable[_resources_pb2.DagVersion]]:
+        """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
 
 def add_DagServiceServicer_to_server(servicer: DagServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
@@ -198,6 +222,8 @@ class RunServiceStub:
     CreateRun: _grpc.UnaryUnaryMultiCallable[_api_pb2.CreateRunRequest, _resources_pb2.DagRun]
     """Triggers a manual run of a DAG. Retrying with the same request_id returns the same run."""
     GetRun: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetRunRequest, _resources_pb2.DagRun]
+    WatchRun: _grpc.UnaryStreamMultiCallable[_api_pb2.GetRunRequest, _resources_pb2.DagRun]
+    """The run now and each time it changes, until its final state (then the stream ends)."""
     ListRuns: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]
     GetTaskLogs: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]
     """The captured output of one attempt of a task instance, from a byte offset."""
@@ -218,6 +244,8 @@ class RunServiceAsyncStub(RunServiceStub):
     CreateRun: _aio.UnaryUnaryMultiCallable[_api_pb2.CreateRunRequest, _resources_pb2.DagRun]  # type: ignore[assignment]
     """Triggers a manual run of a DAG. Retrying with the same request_id returns the same run."""
     GetRun: _aio.UnaryUnaryMultiCallable[_api_pb2.GetRunRequest, _resources_pb2.DagRun]  # type: ignore[assignment]
+    WatchRun: _aio.UnaryStreamMultiCallable[_api_pb2.GetRunRequest, _resources_pb2.DagRun]  # type: ignore[assignment]
+    """The run now and each time it changes, until its final state (then the stream ends)."""
     ListRuns: _aio.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]  # type: ignore[assignment]
     GetTaskLogs: _aio.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]  # type: ignore[assignment]
     """The captured output of one attempt of a task instance, from a byte offset."""
@@ -247,6 +275,14 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _api_pb2.GetRunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.DagRun, _abc.Awaitable[_resources_pb2.DagRun]]: ...
+
+    @_abc_1.abstractmethod
+    def WatchRun(
+        self,
+        request: _api_pb2.GetRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_resources_pb2.DagRun], _abc.AsyncIterator[_resources_pb2.DagRun]]:
+        """The run now and each time it changes, until its final state (then the stream ends)."""
 
     @_abc_1.abstractmethod
     def ListRuns(
@@ -468,6 +504,8 @@ class ClusterServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ClusterServiceAsyncStub: ...
     GetLeader: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetLeaderRequest, _api_pb2.Leader]
+    GetVersion: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetVersionRequest, _api_pb2.Version]
+    """The api's version and the schema revision of its database."""
 
 @_typing.type_check_only
 class ClusterServiceAsyncStub(ClusterServiceStub):
@@ -475,6 +513,8 @@ class ClusterServiceAsyncStub(ClusterServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetLeader: _aio.UnaryUnaryMultiCallable[_api_pb2.GetLeaderRequest, _api_pb2.Leader]  # type: ignore[assignment]
+    GetVersion: _aio.UnaryUnaryMultiCallable[_api_pb2.GetVersionRequest, _api_pb2.Version]  # type: ignore[assignment]
+    """The api's version and the schema revision of its database."""
 
 class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
     """The state of the cluster: who leads the schedulers."""
@@ -485,5 +525,13 @@ class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _api_pb2.GetLeaderRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.Leader, _abc.Awaitable[_api_pb2.Leader]]: ...
+
+    @_abc_1.abstractmethod
+    def GetVersion(
+        self,
+        request: _api_pb2.GetVersionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.Version, _abc.Awaitable[_api_pb2.Version]]:
+        """The api's version and the schema revision of its database."""
 
 def add_ClusterServiceServicer_to_server(servicer: ClusterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

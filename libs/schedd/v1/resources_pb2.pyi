@@ -624,9 +624,11 @@ class DagVersion(_message.Message):
     VERSION_HASH_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     SPEC_FIELD_NUMBER: _builtins.int
+    TASK_COUNT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/versions/{version_hash}`"""
     version_hash: _builtins.str
+    task_count: _builtins.int
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -638,10 +640,11 @@ class DagVersion(_message.Message):
         version_hash: _builtins.str = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         spec: Global___DagSpec | None = ...,
+        task_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "spec", b"spec", "version_hash", b"version_hash"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "spec", b"spec", "task_count", b"task_count", "version_hash", b"version_hash"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -38,3 +38,16 @@ LIST_DAGS = _sql(
 )
 
 GET_VERSION_SPECS = _sql("SELECT id, spec FROM dag_versions WHERE id = ANY(:ids)")
+
+#: Newest first, below the version id :before.
+LIST_DAG_VERSIONS = _sql(
+    "SELECT id, version_hash, created_at, task_count FROM dag_versions "
+    "WHERE dag_id = :dag_id AND id < :before ORDER BY id DESC LIMIT :limit"
+)
+
+GET_DAG_VERSION = _sql(
+    "SELECT id, version_hash, created_at, task_count, spec FROM dag_versions "
+    "WHERE dag_id = :dag_id AND version_hash = :version_hash"
+)
+
+DAG_EXISTS = _sql("SELECT 1 FROM dags WHERE dag_id = :dag_id")

@@ -32,6 +32,10 @@ GET_RUN = _sql(
 LIST_RUNS = _sql(
     f"SELECT {_RUN_COLUMNS} FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
     "WHERE (CAST(:dag_id AS text) IS NULL OR r.dag_id = :dag_id) AND r.id < :before "
+    "AND (cardinality(CAST(:states AS text[])) = 0 OR r.state = ANY(CAST(:states AS text[]))) "
+    "AND (CAST(:run_type AS text) IS NULL OR r.run_type = :run_type) "
+    "AND (CAST(:date_from AS timestamptz) IS NULL OR r.logical_date >= CAST(:date_from AS timestamptz)) "
+    "AND (CAST(:date_until AS timestamptz) IS NULL OR r.logical_date < CAST(:date_until AS timestamptz)) "
     "ORDER BY r.id DESC LIMIT :limit"
 )
 
