@@ -34,7 +34,7 @@ class CachedRun:
 
 
 class RunCache:
-    def __init__(self, max_tasks: int = 200_000) -> None:
+    def __init__(self, max_tasks: int = 50_000) -> None:
         self._runs: OrderedDict[int, CachedRun] = OrderedDict()
         self._tasks = 0
         self._max_tasks = max_tasks

@@ -23,7 +23,7 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 
 import grpc
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 _OUTCOME = {True: worker_pb2.TASK_OUTCOME_SUCCEEDED, False: worker_pb2.TASK_OUTCOME_FAILED}
 #: Seconds to wait for the registry to acknowledge the last results before exiting.
+#: Longest one step of shutting down (closing the stream, the executor) may take.
+SHUTDOWN_STEP_SECONDS = 5.0
 FINAL_ACK_WAIT = 10.0
 _CHANNEL_OPTIONS = [
     # Registries send at most 8 MiB in one assignment (schedd_registry.dispatcher).
@@ -52,6 +54,15 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.lb_policy_name", "round_robin"),
 ]
+
+
+async def bounded(step: Awaitable[object], what: str, seconds: float = SHUTDOWN_STEP_SECONDS) -> None:
+    """Wait for one step of shutting down, at most ``seconds``: a step that hangs is logged and left,
+    so a drained or stopped worker always exits (its task processes die with it)."""
+    try:
+        await asyncio.wait_for(step, seconds)
+    except TimeoutError:
+        log.warning("%s did not stop within %.0fs; exiting without it", what, seconds)
 
 
 class WorkerAgent:
@@ -103,9 +114,8 @@ class WorkerAgent:
         await self.drain(self._drain_grace)
         for task in (connection, fencing):
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.executor.close()
+        await bounded(asyncio.gather(connection, fencing, return_exceptions=True), "the registry stream")
+        await bounded(self.executor.close(), "the executor")
 
     async def drain(self, grace: float) -> None:
         """Take no new work; let running attempts finish within ``grace``, hand back the rest, and

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -15,7 +14,7 @@ import typer
 from schedd_core.errors import InvalidArgument
 from schedd_rpc.server import stop_signals
 from schedd_rpc.tls import ClientTLS
-from schedd_worker.agent import WorkerAgent
+from schedd_worker.agent import WorkerAgent, bounded
 from schedd_worker.config import WorkerConfig
 from schedd_worker.liveness import keep_liveness, liveness_timing
 
@@ -42,8 +41,7 @@ async def serve(config: WorkerConfig) -> None:
     finally:
         if liveness is not None:
             liveness.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await liveness
+            await bounded(asyncio.gather(liveness, return_exceptions=True), "the liveness lease")
     log.info("worker %s stopped after %d attempts", config.worker_id, agent.completed)
 
 

@@ -10,7 +10,8 @@ real services. Groups (``--only`` picks some):
   and of no-op shell tasks with 4 workers (tasks/s from the run's creation to its end);
 - ``latency``: a 100-link chain (end of one task to the start of the next: median, p90, p99), a second
   chain right after it, and a one-task DAG (trigger to first task, trigger to success);
-- ``growth``: the chain, the claim time (queued to claimed) and trigger-to-first-task with nothing else
+- ``growth``: the chain (median of three), the claim time (queued to claimed), trigger-to-first-task and
+  the leader's memory with nothing else
   in the store, with 1,000 other DAGs, and with 10,000 other DAGs, 100k finished task instances and
   100k task instances queued in a queue and pool no worker serves;
 - ``failover``: kill -9 and SIGTERM of the leader, and a leader frozen while it holds the fence lock,
@@ -32,6 +33,7 @@ import functools
 import json
 import os
 import platform
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -123,7 +125,16 @@ class Bench:
                 section(name, functools.partial(self._growth_step, c, name), self.results)
 
     def _growth_step(self, cluster: Cluster, label: str) -> dict[str, Any]:
-        chain = measure_chain(cluster, self.workdir, self.args.links, label)
+        chains = [measure_chain(cluster, self.workdir, self.args.links, f"{label}-{i}") for i in range(3)]
+        chain = {
+            "repetitions": len(chains),
+            "gap_ms_median": statistics.median(c["gap_ms_median"] for c in chains),
+            "gap_ms_p99": statistics.median(c["gap_ms_p99"] for c in chains),
+            "queued_to_claimed_ms_median": statistics.median(
+                c["queued_to_claimed_ms_median"] for c in chains
+            ),
+            "gaps_ms": [g for c in chains for g in c["gaps_ms"]],
+        }
         single = measure_single_task(cluster, self.workdir, runs=20, label=label)
         leader = cluster.leader()
         memory = {"leader_pss_mb": pss_kib([leader.pid]) / 1024} if leader is not None and leader.pid else {}
