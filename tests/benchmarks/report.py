@@ -174,10 +174,10 @@ def table(rows: list[dict[str, Any]], floor_ms: float | None) -> str:
 def plot(results: dict[str, Any], path: Path) -> bool:
     """Write the PNG; False (and nothing written) without matplotlib."""
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found, unused-ignore]  # the bench extra
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return False
     figure, (latency, throughput) = plt.subplots(1, 2, figsize=(11, 4))
