@@ -3,7 +3,8 @@
 Roles of people and automation, each including the one before: ``viewer`` (read everything),
 ``operator`` (also trigger, clear, cancel, mark, pause, backfill), ``admin`` (also register DAGs,
 pools, tokens, drain workers, read the audit log). ``worker`` is a role of its own: it may speak
-the worker protocol (``WorkerRegistry.Connect``) and nothing else, and no other role may speak it.
+the worker protocol (``WorkerRegistry.Connect``, ``FetchBundle``) and nothing else, and no other
+role may speak it.
 
 :data:`METHODS` names every RPC of every schedd service with the role it needs and whether a call
 is audited; ``tests/unit/test_roles.py`` fails when an RPC of the protos is missing from it. An RPC
@@ -61,6 +62,7 @@ METHODS: dict[str, Access] = {
             "ListNextRuns": _READ,
             "ListDagVersions": _READ,
             "GetDagVersion": _READ,
+            "DeleteDag": _ADMINISTER,
         },
     ),
     **_service(
@@ -83,12 +85,16 @@ METHODS: dict[str, Access] = {
             "ListRuns": _READ,
             "GetTaskLogs": _READ,
             "CancelRun": _OPERATE,
+            "WatchTaskLogs": _READ,
+            "GetTaskResult": _READ,
+            "DeleteRun": _OPERATE,
             "ClearTaskInstances": _OPERATE,
             "SetTaskInstanceState": _OPERATE,
             "ExplainTaskInstance": _READ,
         },
     ),
-    **_service("PoolService", {"ListPools": _READ, "SetPool": _ADMINISTER}),
+    **_service("BundleService", {"UploadBundle": _ADMINISTER}),
+    **_service("PoolService", {"ListPools": _READ, "SetPool": _ADMINISTER, "DeletePool": _ADMINISTER}),
     **_service("WorkerService", {"ListWorkers": _READ, "DrainWorker": _ADMINISTER}),
     **_service("ClusterService", {"GetLeader": _READ, "GetVersion": _READ}),
     **_service(
@@ -97,7 +103,10 @@ METHODS: dict[str, Access] = {
     ),
     **_service("AuditService", {"ListAuditRecords": _ADMIN_READ}),
     # The worker protocol: authenticated when the stream opens; its messages are not audited.
-    **_service("WorkerRegistry", {"Connect": Access(WORKER, audited=False)}),
+    **_service(
+        "WorkerRegistry",
+        {"Connect": Access(WORKER, audited=False), "FetchBundle": Access(WORKER, audited=False)},
+    ),
 }
 
 

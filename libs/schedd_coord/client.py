@@ -3,13 +3,20 @@
 Every call carries a deadline. Errors from gRPC come out as
 :class:`CoordinationError`. ``endpoints`` is a comma-separated list of
 ``host:port``; gRPC balances between them and fails over.
+
+TLS: endpoints written ``https://host:port`` are reached over TLS, verified against the CA in
+``SCHEDD_ETCD_CA_FILE`` (the system's roots without it), presenting ``SCHEDD_ETCD_CERT_FILE`` and
+``SCHEDD_ETCD_KEY_FILE`` when etcd asks for client certificates (``--client-cert-auth``). Mixing
+``http://`` and ``https://`` endpoints is refused; so is half a client certificate.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from aetcd import rpc
@@ -30,41 +37,91 @@ def parse_endpoints(endpoints: str) -> list[str]:
     """``"a:2379,http://b:2379"`` -> ``["a:2379", "b:2379"]``.
 
     Blank entries are skipped. Raises ValueError naming the malformed entry: no port, a port out of
-    range, or a scheme other than ``http://`` (TLS is not supported); or when no entry is left.
+    range, or a scheme other than ``http://`` and ``https://``; when schemes are mixed; or when no
+    entry is left.
     """
     result = []
+    schemes = set()
     for raw in endpoints.split(","):
         item = raw.strip()
         if not item:
             continue
+        scheme = "http"
         if "://" in item:
             scheme, _, item = item.partition("://")
-            if scheme != "http":
-                raise ValueError(f"etcd endpoint {raw!r}: only http:// endpoints are supported")
+            if scheme not in ("http", "https"):
+                raise ValueError(f"etcd endpoint {raw!r}: only http:// and https:// endpoints are supported")
+        schemes.add(scheme)
         host, sep, port = item.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"etcd endpoint {raw!r} is not host:port")
         result.append(item)
     if not result:
         raise ValueError("no etcd endpoints given")
+    if len(schemes) > 1:
+        raise ValueError("etcd endpoints mix http:// and https://")
     return result
 
 
+def uses_tls(endpoints: str) -> bool:
+    """Whether the endpoints are ``https://`` ones."""
+    return "https://" in endpoints
+
+
+@dataclass(frozen=True)
+class EtcdTLS:
+    """The files of a TLS connection to etcd (see the module docstring)."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    @staticmethod
+    def from_env(env: Mapping[str, str]) -> EtcdTLS:
+        tls = EtcdTLS(
+            env.get("SCHEDD_ETCD_CA_FILE", ""),
+            env.get("SCHEDD_ETCD_CERT_FILE", ""),
+            env.get("SCHEDD_ETCD_KEY_FILE", ""),
+        )
+        if bool(tls.cert_file) != bool(tls.key_file):
+            missing = "SCHEDD_ETCD_KEY_FILE" if tls.cert_file else "SCHEDD_ETCD_CERT_FILE"
+            raise ValueError(f"{missing} is needed with the other etcd client certificate file")
+        return tls
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        def read(variable: str, path: str) -> bytes | None:
+            if not path:
+                return None
+            try:
+                return Path(path).read_bytes()
+            except OSError as exc:
+                raise ValueError(f"{variable}: cannot read {path!r}: {exc.strerror or exc}") from None
+
+        return grpc.ssl_channel_credentials(
+            root_certificates=read("SCHEDD_ETCD_CA_FILE", self.ca_file),
+            private_key=read("SCHEDD_ETCD_KEY_FILE", self.key_file),
+            certificate_chain=read("SCHEDD_ETCD_CERT_FILE", self.cert_file),
+        )
+
+
 class EtcdClient:
-    def __init__(self, endpoints: str, *, timeout: float = 2.0) -> None:
+    def __init__(self, endpoints: str, *, timeout: float = 2.0, tls: EtcdTLS | None = None) -> None:
+        """``tls``: the files of an ``https://`` connection; read from ``SCHEDD_ETCD_*`` when not given."""
         targets = parse_endpoints(endpoints)
         target = targets[0] if len(targets) == 1 else "ipv4:" + ",".join(targets)
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(
-            target,
-            options=[
-                ("grpc.lb_policy_name", "round_robin"),
-                ("grpc.keepalive_time_ms", 5000),
-                ("grpc.keepalive_timeout_ms", 2000),
-                ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.max_reconnect_backoff_ms", 1000),
-            ],
-        )
+        options = [
+            ("grpc.lb_policy_name", "round_robin"),
+            ("grpc.keepalive_time_ms", 5000),
+            ("grpc.keepalive_timeout_ms", 2000),
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+        ]
+        if uses_tls(endpoints):
+            credentials = (tls or EtcdTLS.from_env(os.environ)).credentials()
+            self._channel = grpc.aio.secure_channel(target, credentials, options=options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=options)
         self.kv = rpc.KVStub(self._channel)
         self.lease = rpc.LeaseStub(self._channel)
         self.watch_stub = rpc.WatchStub(self._channel)

@@ -8,6 +8,8 @@ from typing import Any
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from google.protobuf.json_format import MessageToDict
 
+from schedd_core.jsonvalues import integral_numbers
+
 
 def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
     """A Timestamp, or None (leaves the field unset) for None."""
@@ -35,8 +37,13 @@ def struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
     return out
 
 
-#: Integers a float64 holds exactly.
-_EXACT_INTEGERS = 2**53
+def value(data: Any) -> struct_pb2.Value:
+    """A JSON value (None, bool, number, string, list, dict) as a ``google.protobuf.Value``."""
+    out = struct_pb2.Value()
+    wrapper = struct_pb2.Struct()
+    wrapper.update({"v": data})
+    out.CopyFrom(wrapper.fields["v"])
+    return out
 
 
 def from_struct(value: struct_pb2.Struct) -> dict[str, Any]:
@@ -44,15 +51,10 @@ def from_struct(value: struct_pb2.Struct) -> dict[str, Any]:
     integral (and exactly representable) comes back as an ``int``, so ``10`` in a run's conf or a
     DAG's params reaches the task as ``10``, not ``10.0``. (JSON does not tell ``10.0`` from ``10``
     either.)"""
-    result: dict[str, Any] = _integral(MessageToDict(value))
+    result: dict[str, Any] = integral_numbers(MessageToDict(value))
     return result
 
 
-def _integral(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INTEGERS:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integral(v) for v in value]
-    return value
+def from_value(value: struct_pb2.Value) -> Any:
+    """The Value as a plain Python value, integral numbers as ``int`` (as :func:`from_struct`)."""
+    return integral_numbers(MessageToDict(value))

@@ -60,16 +60,24 @@ def parse_task_name(name: str, field: str = "name") -> tuple[str, str, str]:
 
 
 def parse_worker_name(name: str, field: str = "name") -> str:
-    parts = name.split("/")
-    if len(parts) != 2 or parts[0] != "workers" or not parts[1]:
-        raise InvalidArgument(field, f"{quote(name)} is not a worker name; expected 'workers/{{worker_id}}'")
-    return _ids(field, parts[1])[0]
+    return _one_level(name, field, "workers", "worker", "worker_id")
 
 
 def parse_token_name(name: str, field: str = "name") -> str:
+    return _one_level(name, field, "tokens", "token", "name")
+
+
+def parse_pool_name(name: str, field: str = "name") -> str:
+    return _one_level(name, field, "pools", "pool", "pool")
+
+
+def _one_level(name: str, field: str, collection: str, kind: str, id_name: str) -> str:
+    """``{collection}/{id}`` -> the id, checked."""
     parts = name.split("/")
-    if len(parts) != 2 or parts[0] != "tokens" or not parts[1]:
-        raise InvalidArgument(field, f"{quote(name)} is not a token name; expected 'tokens/{{name}}'")
+    if len(parts) != 2 or parts[0] != collection or not parts[1]:
+        raise InvalidArgument(
+            field, f"{quote(name)} is not a {kind} name; expected '{collection}/{{{id_name}}}'"
+        )
     return _ids(field, parts[1])[0]
 
 

@@ -18,6 +18,7 @@ the run's queued task instances when it commits.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,11 +29,16 @@ from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArg
 from schedd_core.explain import ExplainFacts, explain
 from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot
-from schedd_core.states import RUN_FINISHED, RunState, TaskState, allowed_task_sources
+from schedd_core.states import RUN_FINISHED, WAITING_TO_RUN, RunState, TaskState, allowed_task_sources
 from schedd_faults import FaultPoints
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
+from schedd_store.requests import RequestKey, earlier_outcome, record_outcome
+
+CANCEL_RUN = "CancelRun"
+CLEAR_TASK_INSTANCES = "ClearTaskInstances"
+SET_TASK_INSTANCE_STATE = "SetTaskInstanceState"
 
 
 async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
@@ -46,10 +52,6 @@ async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
             for payload in channels.encode_ids(runs):
                 await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
             await conn.execute(sql.WAKE_SCHEDULE, {"dag_id": dag_id})
-
-
-#: What a cancel skips: the task instances that have not run (and will not).
-_UNRUN = frozenset({TaskState.NONE, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.UP_FOR_RETRY})
 
 
 @dataclass
@@ -103,11 +105,20 @@ async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: str, error
 
 
 async def cancel_run(
-    engine: AsyncEngine, dag_id: str, run_id: str, *, faults: FaultPoints | None = None
+    engine: AsyncEngine,
+    dag_id: str,
+    run_id: str,
+    *,
+    faults: FaultPoints | None = None,
+    request: RequestKey | None = None,
 ) -> None:
-    """Fail the run: running attempts fail and are stopped, tasks that have not run are skipped."""
+    """Fail the run: running attempts fail and are stopped, tasks that have not run are skipped. A
+    retry of a request that cancelled the run changes nothing and succeeds."""
     async with engine.begin() as conn:
+        if await earlier_outcome(conn, CANCEL_RUN, request) is not None:
+            return
         await cancel_locked(conn, dag_id, run_id, faults=faults)
+        await record_outcome(conn, CANCEL_RUN, request, f"dags/{dag_id}/runs/{run_id}")
 
 
 async def cancel_locked(
@@ -119,7 +130,7 @@ async def cancel_locked(
         raise FailedPrecondition(f"run {quote(run_id)} of dag {quote(dag_id)} is already {run.state}")
     running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
     await _stop(conn, running, target="failed", error="the run was cancelled")
-    unrun = [t for t in run.tasks.values() if t.state in _UNRUN]
+    unrun = [t for t in run.tasks.values() if t.state in WAITING_TO_RUN]
     skipped = (await conn.execute(sql.SKIP_UNRUN, {"run_pk": run.pk})).all()
     _expect("skipping the tasks that did not run", len(unrun), skipped)
     if (await conn.execute(sql.FAIL_RUN_BY_HAND, {"run_pk": run.pk})).first() is None:
@@ -150,36 +161,58 @@ async def clear(
     upstream: bool,
     only_failed: bool,
     faults: FaultPoints | None = None,
+    request: RequestKey | None = None,
 ) -> list[str]:
     """Reset task instances (and optionally everything downstream/upstream of them) to run again.
-    Returns the task ids cleared."""
+    Returns the task ids cleared. A retry of a request that committed clears nothing and returns
+    what the first call cleared."""
     async with engine.begin() as conn:
-        run = await _lock_run(conn, dag_id, run_id, faults)
-        for i, tid in enumerate(task_ids):
-            if tid not in run.graph.nodes:
-                raise InvalidArgument(f"task_ids[{i}]", f"dag {quote(dag_id)} has no task {quote(tid)}")
-        chosen = set(task_ids) or set(run.graph.nodes)
-        if downstream:
-            chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].downstream)
-        if upstream:
-            chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].upstream)
-        # A task instance in state none has nothing to clear.
-        rows = [run.tasks[t] for t in sorted(chosen) if t in run.tasks]
-        rows = [t for t in rows if t.state != TaskState.NONE]
-        if only_failed:
-            rows = [t for t in rows if t.state in (TaskState.FAILED, TaskState.UPSTREAM_FAILED)]
-        if not rows:
-            return []
-        await _stop(
-            conn,
-            [t.id for t in rows if t.state == TaskState.RUNNING],
-            target="failed",
-            error="the task instance was cleared",
+        earlier = await earlier_outcome(conn, CLEAR_TASK_INSTANCES, request)
+        if earlier is not None:
+            return list(json.loads(earlier))
+        cleared = await _clear_locked(
+            conn, dag_id, run_id, task_ids, downstream, upstream, only_failed, faults
         )
-        cleared = await _clear(conn, run, rows)
-        await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
-        await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
-        await _wake_claims(conn, run)
+        await record_outcome(conn, CLEAR_TASK_INSTANCES, request, json.dumps(cleared))
+    return cleared
+
+
+async def _clear_locked(
+    conn: AsyncConnection,
+    dag_id: str,
+    run_id: str,
+    task_ids: Sequence[str],
+    downstream: bool,
+    upstream: bool,
+    only_failed: bool,
+    faults: FaultPoints | None,
+) -> list[str]:
+    run = await _lock_run(conn, dag_id, run_id, faults)
+    for i, tid in enumerate(task_ids):
+        if tid not in run.graph.nodes:
+            raise InvalidArgument(f"task_ids[{i}]", f"dag {quote(dag_id)} has no task {quote(tid)}")
+    chosen = set(task_ids) or set(run.graph.nodes)
+    if downstream:
+        chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].downstream)
+    if upstream:
+        chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].upstream)
+    # A task instance in state none has nothing to clear.
+    rows = [run.tasks[t] for t in sorted(chosen) if t in run.tasks]
+    rows = [t for t in rows if t.state != TaskState.NONE]
+    if only_failed:
+        rows = [t for t in rows if t.state in (TaskState.FAILED, TaskState.UPSTREAM_FAILED)]
+    if not rows:
+        return []
+    await _stop(
+        conn,
+        [t.id for t in rows if t.state == TaskState.RUNNING],
+        target="failed",
+        error="the task instance was cleared",
+    )
+    cleared = await _clear(conn, run, rows)
+    await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
+    await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+    await _wake_claims(conn, run)
     return sorted(cleared)
 
 
@@ -202,45 +235,61 @@ async def set_state(
     state: TaskState,
     *,
     faults: FaultPoints | None = None,
+    request: RequestKey | None = None,
 ) -> None:
     """Mark a task instance succeeded or failed by hand (a failed mark uses up its retries). Marking a
-    task instance with the state it has already changes nothing."""
+    task instance with the state it has already changes nothing, and so does a retry of a request
+    that committed (even if the task instance was cleared since)."""
     if state not in (TaskState.SUCCESS, TaskState.FAILED):
         raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
     async with engine.begin() as conn:
-        run = await _lock_run(conn, dag_id, run_id, faults)
-        ti = run.tasks.get(task_id)
-        if ti is None:
-            raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has no task instance yet")
-        if ti.state == state:
-            await _wake_claims(conn, run)
+        if await earlier_outcome(conn, SET_TASK_INSTANCE_STATE, request) is not None:
             return
-        if ti.state == TaskState.RUNNING:
-            await _stop(conn, [ti.id], target=state.value, error=f"marked {state.value} by hand")
-        else:
-            row = (
-                await conn.execute(
-                    sql.SET_TASK_STATE_BY_HAND,
-                    {"id": ti.id, "target": state.value, "allowed_from": allowed_task_sources(state)},
-                )
-            ).first()
-            if row is None:
-                raise FailedPrecondition(
-                    f"task {quote(task_id)} cannot be marked {state.value} from {ti.state}"
-                )
-        if state is TaskState.SUCCESS:
-            # As in Airflow: tasks downstream that gave up because of this one are evaluated again.
-            below = _reach(run.graph, {task_id}, lambda n: run.graph.nodes[n].downstream)
-            again = [
-                run.tasks[t]
-                for t in sorted(below)
-                if t in run.tasks and run.tasks[t].state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
-            ]
-            if again:
-                await _clear(conn, run, again)
-        await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
-        await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+        await _set_state_locked(conn, dag_id, run_id, task_id, state, faults)
+        await record_outcome(
+            conn, SET_TASK_INSTANCE_STATE, request, f"dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
+        )
+
+
+async def _set_state_locked(
+    conn: AsyncConnection,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    state: TaskState,
+    faults: FaultPoints | None,
+) -> None:
+    run = await _lock_run(conn, dag_id, run_id, faults)
+    ti = run.tasks.get(task_id)
+    if ti is None:
+        raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has no task instance yet")
+    if ti.state == state:
         await _wake_claims(conn, run)
+        return
+    if ti.state == TaskState.RUNNING:
+        await _stop(conn, [ti.id], target=state.value, error=f"marked {state.value} by hand")
+    else:
+        row = (
+            await conn.execute(
+                sql.SET_TASK_STATE_BY_HAND,
+                {"id": ti.id, "target": state.value, "allowed_from": allowed_task_sources(state)},
+            )
+        ).first()
+        if row is None:
+            raise FailedPrecondition(f"task {quote(task_id)} cannot be marked {state.value} from {ti.state}")
+    if state is TaskState.SUCCESS:
+        # As in Airflow: tasks downstream that gave up because of this one are evaluated again.
+        below = _reach(run.graph, {task_id}, lambda n: run.graph.nodes[n].downstream)
+        again = [
+            run.tasks[t]
+            for t in sorted(below)
+            if t in run.tasks and run.tasks[t].state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
+        ]
+        if again:
+            await _clear(conn, run, again)
+    await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
+    await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
+    await _wake_claims(conn, run)
 
 
 async def explain_task(

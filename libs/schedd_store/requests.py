@@ -57,6 +57,22 @@ async def record_resource(conn: AsyncConnection, method: str, request_id: str, r
     )
 
 
+async def earlier_outcome(conn: AsyncConnection, method: str, request: RequestKey | None) -> str | None:
+    """For a call that may carry a request id: None when it is new (go on, then
+    :func:`record_outcome`), else what the first call recorded (answer with it, do nothing)."""
+    if request is None:
+        return None
+    return await claim_request(conn, method, request.request_id, request.body_hash)
+
+
+async def record_outcome(
+    conn: AsyncConnection, method: str, request: RequestKey | None, outcome: str
+) -> None:
+    """Record what a call with a request id did (nothing to record without one)."""
+    if request is not None:
+        await record_resource(conn, method, request.request_id, outcome)
+
+
 def constraint_error(exc: IntegrityError, meanings: Mapping[str, ScheddError]) -> ScheddError | None:
     """The domain error for the unique constraint ``exc`` violated, if ``meanings`` names it."""
     name = getattr(getattr(exc.orig, "__cause__", None), "constraint_name", None)

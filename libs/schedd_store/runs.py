@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -31,8 +32,11 @@ async def create_run(
     logical_date: datetime,
     conf: dict[str, Any],
     request: RequestKey | None = None,
+    trace_context: str = "",
 ) -> RunRecord:
     """Insert a queued run pinned to the DAG's latest version and wake the scheduler.
+
+    ``trace_context`` is the ``traceparent`` the spans of the run's tasks continue ("" for none).
 
     With ``request`` (a request id and a hash of the request's body), a retry returns the run the
     first call created, and the same request id with another body is refused (AlreadyExists).
@@ -52,6 +56,7 @@ async def create_run(
                     "run_type": run_type,
                     "logical_date": logical_date,
                     "conf": json.dumps(conf),
+                    "trace_context": trace_context,
                 }
                 if (await conn.execute(sql.INSERT_RUN, params)).first() is None:
                     raise NotFound(f"dag {quote(dag_id)} not found")
@@ -64,6 +69,8 @@ async def create_run(
                 "dag_runs_dag_run_id_key": AlreadyExists(
                     f"run {quote(run_id)} of dag {quote(dag_id)} exists already"
                 ),
+                # The DAG was deleted between the insert's read and its foreign key check.
+                "dag_runs_dag_id_fkey": NotFound(f"dag {quote(dag_id)} not found"),
                 "dag_runs_dag_logical_date_key": AlreadyExists(
                     f"dag {quote(dag_id)} has a run for logical date {logical_date.isoformat()} already"
                 ),
@@ -84,23 +91,40 @@ async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
     return _run(row._mapping, [_ti(t._mapping) for t in tis])
 
 
+#: The orders :func:`list_runs` knows (``create_time desc`` is the default).
+RUN_ORDERS = tuple(sql.LIST_RUNS)
+
+
+@dataclass(frozen=True)
+class RunCursor:
+    """Where a page of runs starts: after the run with this id (and, in a logical date order, this
+    logical date)."""
+
+    pk: int
+    logical_date: datetime | None = None
+
+
 async def list_runs(
     engine: AsyncEngine,
     *,
     dag_id: str | None,
-    before: int,
     limit: int,
+    after: RunCursor | None = None,
+    order: str = "create_time desc",
     states: Sequence[str] = (),
     run_type: str | None = None,
     date_from: datetime | None = None,
     date_until: datetime | None = None,
 ) -> list[RunRecord]:
-    """Runs newest first, with ids below ``before`` (keyset pagination), in ``states`` (any when
-    empty), of ``run_type``, with logical dates in [``date_from``, ``date_until``); without task
-    instances."""
+    """Runs in ``order`` (one of :data:`RUN_ORDERS`), after ``after`` (keyset pagination), in ``states``
+    (any when empty), of ``run_type``, with logical dates in [``date_from``, ``date_until``); without
+    task instances."""
+    if after is None:
+        after = RunCursor(pk=2**62 if order == "create_time desc" else 0)
     params = {
         "dag_id": dag_id,
-        "before": before,
+        "after_pk": after.pk,
+        "after_date": after.logical_date,
         "limit": limit,
         "states": list(states),
         "run_type": run_type,
@@ -108,8 +132,29 @@ async def list_runs(
         "date_until": date_until,
     }
     async with engine.connect() as conn:
-        rows = (await conn.execute(sql.LIST_RUNS, params)).all()
+        rows = (await conn.execute(sql.LIST_RUNS[order], params)).all()
     return [_run(r._mapping, []) for r in rows]
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    state: str
+    try_number: int
+    #: Whether a value is stored; ``value`` may be None either way.
+    stored: bool
+    value: Any
+
+
+async def task_result(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str) -> TaskResult:
+    """The value the task instance's successful attempt returned, as stored."""
+    async with engine.connect() as conn:
+        row = (
+            await conn.execute(sql.GET_TASK_RESULT, {"dag_id": dag_id, "run_id": run_id, "task_id": task_id})
+        ).first()
+    if row is None:
+        await get_run(engine, dag_id, run_id)  # NotFound for a run that does not exist
+        raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has no task instance")
+    return TaskResult(row.state, row.try_number, bool(row.has_result), row.result)
 
 
 def _run(m: Any, tis: list[TaskInstanceRecord]) -> RunRecord:

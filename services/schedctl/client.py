@@ -34,12 +34,17 @@ class ApiClient:
         self.backfills = api_pb2_grpc.BackfillServiceStub(self._channel)
         self.tokens = api_pb2_grpc.TokenServiceStub(self._channel)
         self.audit = api_pb2_grpc.AuditServiceStub(self._channel)
+        self.bundles = api_pb2_grpc.BundleServiceStub(self._channel)
 
     def watch_run(self, name: str, timeout: float | None) -> Iterator[pb.DagRun]:
         """The run's states as ``WatchRun`` streams them (``timeout``: for the whole stream)."""
         yield from self.runs.WatchRun(
             api_pb2.GetRunRequest(name=name), timeout=timeout, metadata=self._metadata
         )
+
+    def watch_task_logs(self, request: api_pb2.GetTaskLogsRequest) -> Iterator[api_pb2.TaskLogs]:
+        """The attempt's output as ``WatchTaskLogs`` streams it, until the attempt ends."""
+        yield from self.runs.WatchTaskLogs(request, metadata=self._metadata)
 
     def call(self, method: Callable[..., T], request: object) -> T:
         return method(request, timeout=self.timeout, metadata=self._metadata)

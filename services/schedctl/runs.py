@@ -86,6 +86,7 @@ def runs_trigger(
     dag_id: Annotated[str, typer.Argument(help="the DAG to run")],
     conf: Annotated[str, typer.Option(help="run configuration, a JSON object")] = "{}",
     run_id: Annotated[str, typer.Option(help="default: manual__<time>")] = "",
+    logical_date: Annotated[str, typer.Option(help="the run's logical date (ISO 8601); default now")] = "",
     wait: Annotated[
         bool, typer.Option("--wait", help="wait for the run to finish; exit 1 if it fails")
     ] = False,
@@ -95,15 +96,12 @@ def runs_trigger(
     """Trigger a manual run of a DAG."""
     use_format(output_format)
     conf_value = parse_conf(conf)
-    run = call(
-        state.client.runs.CreateRun,
-        api_pb2.CreateRunRequest(
-            parent=f"dags/{dag_id}",
-            run_id=run_id,
-            conf=convert.struct(conf_value),
-            request_id=str(uuid.uuid4()),
-        ),
+    request = api_pb2.CreateRunRequest(
+        parent=f"dags/{dag_id}", run_id=run_id, conf=convert.struct(conf_value), request_id=str(uuid.uuid4())
     )
+    if logical_date:
+        request.logical_date.CopyFrom(_timestamp("--logical-date", logical_date))
+    run = call(state.client.runs.CreateRun, request)
     assert isinstance(run, pb.DagRun)
     dag = call(state.client.dags.GetDag, api_pb2.GetDagRequest(name=f"dags/{dag_id}"))
     assert isinstance(dag, pb.Dag)
@@ -193,13 +191,20 @@ def runs_list(
     run_type: Annotated[str, typer.Option("--type", help="only manual, scheduled or backfill runs")] = "",
     since: Annotated[str, typer.Option(help="only logical dates at or after this (ISO 8601)")] = "",
     until: Annotated[str, typer.Option(help="only logical dates before this (ISO 8601)")] = "",
+    order_by: Annotated[
+        str,
+        typer.Option(
+            "--order-by",
+            help="create_time desc (default), create_time, logical_date desc or logical_date",
+        ),
+    ] = "",
     output_format: OutputOption = None,
 ) -> None:
-    """List the newest runs (page after page, up to --limit)."""
+    """List runs, newest first unless --order-by says otherwise (page after page, up to --limit)."""
     use_format(output_format)
     if not 0 < limit <= 1_000_000:
         fail(EXIT_REJECTED, "--limit must be between 1 and 1000000")
-    request = api_pb2.ListRunsRequest(parent=f"dags/{dag_id}")
+    request = api_pb2.ListRunsRequest(parent=f"dags/{dag_id}", order_by=order_by)
     for name in run_state or []:
         request.states.append(_enum_value(pb.RunState, "RUN_STATE_", "--state", name))
     if run_type:
@@ -219,7 +224,8 @@ def runs_cancel(
 ) -> None:
     """Fail a run: stop its running tasks and skip the ones that have not run."""
     use_format(output_format)
-    resp = call(state.client.runs.CancelRun, api_pb2.CancelRunRequest(name=run_name(run)))
+    request = api_pb2.CancelRunRequest(name=run_name(run), request_id=str(uuid.uuid4()))
+    resp = call(state.client.runs.CancelRun, request)
     assert isinstance(resp, pb.DagRun)
     show(resp, output.run_table(resp, wide=wide()))
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import sys
-import time
+import uuid
 from typing import Annotated
 
 import grpc
 import typer
+from rich.markup import escape
 
 from schedctl import output
 from schedctl.cli import (
+    EXIT_NOT_FOUND,
     Format,
     OutputOption,
     app,
     call,
+    fail,
     report,
     run_name,
     show,
@@ -23,6 +27,7 @@ from schedctl.cli import (
 )
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
+from schedd_rpc import convert
 
 tasks_app = typer.Typer(help="Inspect task instances.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
@@ -42,35 +47,31 @@ def tasks_logs(
     """Print the captured output of a task's attempt, and how it failed if it did. With -f, wait
     for a task that has not started yet and follow its output until the attempt ends."""
     name = f"{run_name(run)}/tasks/{task_id}"
-    offset = 0
-    interval = 0.1
-    waiting_said = False
-    while True:
-        request = api_pb2.GetTaskLogsRequest(name=name, try_number=try_number, offset=offset)
-        try:
-            resp = state.client.call(state.client.runs.GetTaskLogs, request)
-        except grpc.RpcError as exc:
-            if not (follow and exc.code() == grpc.StatusCode.NOT_FOUND and _may_still_start(run, task_id)):
-                report(exc)
-            if not waiting_said:
-                output.err_console.print(f"waiting for {task_id} to start", highlight=False)
-                waiting_said = True
-            time.sleep(interval)
-            interval = min(interval * 1.5, 1.0)
-            continue
-        try_number = resp.try_number
-        if resp.data:
-            sys.stdout.write(resp.data)
-            sys.stdout.flush()
-            interval = 0.1
-        offset = resp.next_offset
-        if not follow or (resp.complete and not resp.data):
+    request = api_pb2.GetTaskLogsRequest(name=name, try_number=try_number)
+    try:
+        resp = state.client.call(state.client.runs.GetTaskLogs, request)
+    except grpc.RpcError as exc:
+        if not (follow and exc.code() == grpc.StatusCode.NOT_FOUND and _may_still_start(run, task_id)):
+            report(exc)
+        output.err_console.print(f"waiting for {task_id} to start", highlight=False)
+    else:
+        sys.stdout.write(resp.data)
+        sys.stdout.flush()
+        request.offset = resp.next_offset
+        request.try_number = resp.try_number
+        if not follow:
             if resp.complete:
-                _say_how_it_ended(run, task_id, try_number)
+                _say_how_it_ended(run, task_id, resp.try_number)
             return
-        if not resp.data:
-            time.sleep(interval)
-            interval = min(interval * 1.5, 1.0)
+    last = None
+    try:
+        for last in state.client.watch_task_logs(request):
+            sys.stdout.write(last.data)
+            sys.stdout.flush()
+    except grpc.RpcError as exc:
+        report(exc)
+    if last is not None and last.complete:
+        _say_how_it_ended(run, task_id, last.try_number)
 
 
 def _task(run: str, task_id: str) -> tuple[pb.DagRun, pb.TaskInstance | None]:
@@ -97,6 +98,25 @@ def _say_how_it_ended(run: str, task_id: str, try_number: int) -> None:
         output.err_console.print(f"{task_id} try {try_number} {state_text}: {ti.error}", highlight=False)
 
 
+@tasks_app.command("result")
+def tasks_result(
+    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    task_id: Annotated[str, typer.Argument(help="the task")],
+    output_format: OutputOption = None,
+) -> None:
+    """The value a task returned (as JSON), as its downstream tasks receive it. Exits 3 when the
+    task has stored no value (it has not succeeded, or it is not a Python task)."""
+    use_format(output_format)
+    name = f"{run_name(run)}/tasks/{task_id}"
+    resp = call(state.client.runs.GetTaskResult, api_pb2.GetTaskResultRequest(name=name))
+    assert isinstance(resp, api_pb2.StoredTaskResult)
+    if not resp.has_value and state.format in (Format.table, Format.wide):
+        task_state = output.state_name(pb.TaskState, resp.state, "TASK_STATE_")
+        fail(EXIT_NOT_FOUND, f"{task_id} stored no result (it is {task_state})")
+    value = convert.from_value(resp.value) if resp.has_value else None
+    show(resp, escape(json.dumps(value, indent=2, sort_keys=True)))
+
+
 @tasks_app.command("clear")
 def tasks_clear(
     run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
@@ -116,6 +136,7 @@ def tasks_clear(
             include_downstream=downstream,
             include_upstream=upstream,
             only_failed=only_failed,
+            request_id=str(uuid.uuid4()),
         ),
     )
     assert isinstance(resp, api_pb2.ClearTaskInstancesResponse)
@@ -126,7 +147,9 @@ def _mark(run: str, task_id: str, target: pb.TaskState.ValueType, output_format:
     use_format(output_format)
     resp = call(
         state.client.runs.SetTaskInstanceState,
-        api_pb2.SetTaskInstanceStateRequest(name=f"{run_name(run)}/tasks/{task_id}", state=target),
+        api_pb2.SetTaskInstanceStateRequest(
+            name=f"{run_name(run)}/tasks/{task_id}", state=target, request_id=str(uuid.uuid4())
+        ),
     )
     assert isinstance(resp, pb.TaskInstance)
     show(resp, f"{resp.name}: {output.state_name(pb.TaskState, resp.state, 'TASK_STATE_')}")

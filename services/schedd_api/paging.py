@@ -4,11 +4,14 @@ stay under the size a default gRPC client accepts."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from schedd_core.errors import InvalidArgument
+from schedd_store.records import RunRecord
+from schedd_store.runs import RunCursor
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
@@ -16,6 +19,8 @@ MAX_PAGE_SIZE = 1000
 #: A page of a list ends early once its items take this many bytes: every response fits in the 4 MiB
 #: a default gRPC client accepts.
 MAX_PAGE_BYTES = 3 * 1024 * 1024
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
@@ -48,3 +53,24 @@ def keyset_token(token: str) -> int:
     if not (token.isascii() and token.isdigit()) or len(token) > 18:
         raise InvalidArgument("page_token", "is not a token this server issued")
     return int(token)
+
+
+def run_cursor(token: str, order: str) -> RunCursor | None:
+    """Where a page of runs in ``order`` starts, from a token :func:`run_token` made for that order."""
+    if not token:
+        return None
+    if not order.startswith("logical_date"):
+        return RunCursor(pk=keyset_token(token))
+    pk, sep, micros = token.partition(".")
+    digits = micros.removeprefix("-")
+    if not sep or not digits.isascii() or not digits.isdigit() or len(digits) > 18:
+        raise InvalidArgument("page_token", f"is not a token this server issued for order_by {order!r}")
+    return RunCursor(pk=keyset_token(pk), logical_date=_EPOCH + timedelta(microseconds=int(micros)))
+
+
+def run_token(record: RunRecord, order: str) -> str:
+    """The token of the page after ``record`` in ``order``."""
+    if not order.startswith("logical_date"):
+        return str(record.pk)
+    micros = (record.logical_date - _EPOCH) // timedelta(microseconds=1)
+    return f"{record.pk}.{micros}"

@@ -1,32 +1,32 @@
-"""gRPC servicers of the api: message translation only; the logic lives in ``dags`` and ``runs``."""
+"""gRPC servicers of the api for DAGs and runs: message translation only; the logic lives in ``dags``,
+``runs``, ``log_stream`` and the store. The other services' servicers are in ``fleet_servicers``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf import empty_pb2
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
-from schedd_api import backfills, cluster, dags, runs, translate
-from schedd_api.paging import keyset_token, page, page_size
+from schedd_api import backfills, dags, runs, translate
+from schedd_api.log_stream import follow_logs
+from schedd_api.paging import keyset_token, page, page_size, run_cursor, run_token
 from schedd_api.watch import RunWatchers
-from schedd_coord.client import EtcdClient
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument, NotFound, quote
-from schedd_core.states import TaskState
+from schedd_core.states import RUN_FINISHED, RunState, TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
 from schedd_rpc.request_keys import request_key
-from schedd_store import backfills as backfill_store
-from schedd_store import control
+from schedd_store import control, deletion
 from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
-from schedd_store import pools as pool_store
 from schedd_store import runs as run_store
-from schedd_store import workers as worker_store
+from schedd_store.logs import LogSlice
 
 MAX_LOG_BYTES = 1024 * 1024
 
@@ -91,6 +91,12 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
         found = await backfills.next_runs(self._engine, self._clock, dag_id, request.count)
         return api_pb2.ListNextRunsResponse(intervals=translate.intervals(found))
 
+    async def DeleteDag(
+        self, request: api_pb2.DeleteDagRequest, context: grpc.aio.ServicerContext
+    ) -> empty_pb2.Empty:
+        await deletion.delete_dag(self._engine, names.parse_dag_name(request.name), request_key(request))
+        return empty_pb2.Empty()
+
     async def ListDags(
         self, request: api_pb2.ListDagsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ListDagsResponse:
@@ -138,7 +144,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         """The run a name means; ``dags/{dag}/runs/@latest`` is the DAG's newest run."""
         dag_id, run_id = names.parse_run_name(name, latest=True)
         if run_id == names.LATEST_RUN:
-            newest = await run_store.list_runs(self._engine, dag_id=dag_id, before=2**62, limit=1)
+            newest = await run_store.list_runs(self._engine, dag_id=dag_id, limit=1)
             if not newest:
                 raise NotFound(f"dag {quote(dag_id)} has no runs")
             run_id = newest[0].run_id
@@ -159,32 +165,52 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def GetTaskLogs(
         self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.TaskLogs:
+        read = _log_reader(self._engine, request)
+        return _task_logs(await read(request.try_number, request.offset))
+
+    async def WatchTaskLogs(
+        self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[api_pb2.TaskLogs]:
+        read = _log_reader(self._engine, request)
         dag_id, run_id, task_id = names.parse_task_name(request.name)
-        if request.try_number < 0:
-            raise InvalidArgument("try_number", "must not be negative")
-        if request.offset < 0:
-            raise InvalidArgument("offset", "must not be negative")
-        if request.max_bytes < 0:
-            raise InvalidArgument("max_bytes", "must not be negative")
-        max_bytes = min(request.max_bytes or MAX_LOG_BYTES, MAX_LOG_BYTES)
-        logs = await log_store.read_logs(
-            self._engine,
-            dag_id=dag_id,
-            run_id=run_id,
-            task_id=task_id,
-            try_number=request.try_number,
-            offset=request.offset,
-            max_bytes=max_bytes,
+        await control.explain_task(self._engine, dag_id, run_id, task_id)  # NotFound for an unknown task
+
+        async def run_ended() -> bool:
+            run = await run_store.get_run(self._engine, dag_id, run_id)
+            return RunState(run.state) in RUN_FINISHED
+
+        async for logs in follow_logs(read, run_ended, try_number=request.try_number, offset=request.offset):
+            yield _task_logs(logs)
+
+    async def GetTaskResult(
+        self, request: api_pb2.GetTaskResultRequest, context: grpc.aio.ServicerContext
+    ) -> api_pb2.StoredTaskResult:
+        dag_id, run_id, task_id = names.parse_task_name(request.name)
+        found = await run_store.task_result(self._engine, dag_id, run_id, task_id)
+        reply = api_pb2.StoredTaskResult(
+            name=f"{names.task_name(dag_id, run_id, task_id)}/result",
+            has_value=found.stored,
+            state=pb.TaskState.Value("TASK_STATE_" + found.state.upper()),
+            try_number=found.try_number,
         )
-        return api_pb2.TaskLogs(
-            data=logs.data, next_offset=logs.next_offset, try_number=logs.try_number, complete=logs.complete
-        )
+        if found.stored:
+            reply.value.CopyFrom(convert.value(found.value))
+        return reply
+
+    async def DeleteRun(
+        self, request: api_pb2.DeleteRunRequest, context: grpc.aio.ServicerContext
+    ) -> empty_pb2.Empty:
+        dag_id, run_id = names.parse_run_name(request.name)
+        await deletion.delete_run(self._engine, dag_id, run_id, request_key(request))
+        return empty_pb2.Empty()
 
     async def CancelRun(
         self, request: api_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.DagRun:
         dag_id, run_id = names.parse_run_name(request.name)
-        await control.cancel_run(self._engine, dag_id, run_id, faults=self._faults)
+        await control.cancel_run(
+            self._engine, dag_id, run_id, faults=self._faults, request=request_key(request)
+        )
         return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
 
     async def ClearTaskInstances(
@@ -200,6 +226,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
             upstream=request.include_upstream,
             only_failed=request.only_failed,
             faults=self._faults,
+            request=request_key(request),
         )
         return api_pb2.ClearTaskInstancesResponse(cleared_task_ids=cleared)
 
@@ -210,7 +237,9 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         if request.state not in (pb.TASK_STATE_SUCCESS, pb.TASK_STATE_FAILED):
             raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
         target = TaskState.SUCCESS if request.state == pb.TASK_STATE_SUCCESS else TaskState.FAILED
-        await control.set_state(self._engine, dag_id, run_id, task_id, target, faults=self._faults)
+        await control.set_state(
+            self._engine, dag_id, run_id, task_id, target, faults=self._faults, request=request_key(request)
+        )
         run = await run_store.get_run(self._engine, dag_id, run_id)
         return next(translate.task_instance(run, t) for t in run.task_instances if t.task_id == task_id)
 
@@ -228,10 +257,14 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     ) -> api_pb2.ListRunsResponse:
         dag_id = None if request.parent == "dags/-" else names.parse_dag_name(request.parent, "parent")
         limit = page_size(request.page_size)
+        order = " ".join(request.order_by.split()) or "create_time desc"
+        if order not in run_store.RUN_ORDERS:
+            raise InvalidArgument("order_by", f"must be one of {', '.join(run_store.RUN_ORDERS)}")
         records = await run_store.list_runs(
             self._engine,
             dag_id=dag_id,
-            before=keyset_token(request.page_token),
+            after=run_cursor(request.page_token, order),
+            order=order,
             limit=limit + 1,
             states=[_enum_name(pb.RunState, s, "states") for s in request.states],
             run_type=_enum_name(pb.RunType, request.run_type, "run_type") if request.run_type else None,
@@ -243,7 +276,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
             else None,
         )
         items, more = page(records, limit, translate.run)
-        token = str(records[len(items) - 1].pk) if more else ""
+        token = run_token(records[len(items) - 1], order) if more else ""
         return api_pb2.ListRunsResponse(runs=items, next_page_token=token)
 
 
@@ -255,133 +288,34 @@ def _enum_name(enum_type: Any, value: int, field: str) -> str:
     return str(enum_type.Name(value)).removeprefix(prefix).lower()
 
 
-class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
-    def __init__(self, engine: AsyncEngine, clock: Clock, faults: FaultPoints | None = None) -> None:
-        self._engine = engine
-        self._clock = clock
-        self._faults = faults
+def _log_reader(
+    engine: AsyncEngine, request: api_pb2.GetTaskLogsRequest
+) -> Callable[[int, int], Awaitable[LogSlice]]:
+    """Reads the logs the request names, from a try number and offset, after checking its fields."""
+    dag_id, run_id, task_id = names.parse_task_name(request.name)
+    if request.try_number < 0:
+        raise InvalidArgument("try_number", "must not be negative")
+    if request.offset < 0:
+        raise InvalidArgument("offset", "must not be negative")
+    if request.max_bytes < 0:
+        raise InvalidArgument("max_bytes", "must not be negative")
+    max_bytes = min(request.max_bytes or MAX_LOG_BYTES, MAX_LOG_BYTES)
 
-    async def CreateBackfill(
-        self, request: api_pb2.CreateBackfillRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Backfill:
-        dag_id = names.parse_dag_name(request.parent, "parent")
-        record = await backfills.create(
-            self._engine,
-            self._clock,
-            dag_id,
-            request.backfill,
-            dry_run=request.dry_run,
-            request_key=None if request.dry_run else request_key(request),
-        )
-        return translate.backfill(record)
-
-    async def GetBackfill(
-        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Backfill:
-        backfill_id = names.parse_backfill_name(request.name)
-        return translate.backfill(await backfill_store.get_backfill(self._engine, backfill_id))
-
-    async def ListBackfills(
-        self, request: api_pb2.ListBackfillsRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.ListBackfillsResponse:
-        dag_id = None if request.parent in ("", "dags/-") else names.parse_dag_name(request.parent, "parent")
-        limit = page_size(request.page_size)
-        before = keyset_token(request.page_token)
-        records = await backfill_store.list_backfills(
-            self._engine, dag_id=dag_id, before=before, limit=limit + 1
-        )
-        items, more = page(records, limit, translate.backfill)
-        token = str(records[len(items) - 1].id) if more else ""
-        return api_pb2.ListBackfillsResponse(backfills=items, next_page_token=token)
-
-    async def PauseBackfill(
-        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Backfill:
-        backfill_id = names.parse_backfill_name(request.name)
-        return translate.backfill(await backfill_store.pause_backfill(self._engine, backfill_id))
-
-    async def ResumeBackfill(
-        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Backfill:
-        backfill_id = names.parse_backfill_name(request.name)
-        return translate.backfill(await backfill_store.resume_backfill(self._engine, backfill_id))
-
-    async def CancelBackfill(
-        self, request: api_pb2.GetBackfillRequest, context: grpc.aio.ServicerContext
-    ) -> pb.Backfill:
-        backfill_id = names.parse_backfill_name(request.name)
-        return translate.backfill(
-            await backfill_store.cancel_backfill(self._engine, backfill_id, faults=self._faults)
+    async def read(try_number: int, offset: int) -> LogSlice:
+        return await log_store.read_logs(
+            engine,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            try_number=try_number,
+            offset=offset,
+            max_bytes=max_bytes,
         )
 
-
-class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-
-    async def ListWorkers(
-        self, request: api_pb2.ListWorkersRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.ListWorkersResponse:
-        limit = page_size(request.page_size)
-        records = await worker_store.list_workers(
-            self._engine, after=request.page_token, limit=limit + 1, include_gone=request.include_gone
-        )
-        token = records[limit - 1].worker_id if len(records) > limit else ""
-        return api_pb2.ListWorkersResponse(
-            workers=[translate.worker(r) for r in records[:limit]], next_page_token=token
-        )
-
-    async def DrainWorker(
-        self, request: api_pb2.DrainWorkerRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.Worker:
-        worker_id = names.parse_worker_name(request.name)
-        return translate.worker(await worker_store.request_drain(self._engine, worker_id))
+    return read
 
 
-class PoolServicer(api_pb2_grpc.PoolServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-
-    async def ListPools(
-        self, request: api_pb2.ListPoolsRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.ListPoolsResponse:
-        return api_pb2.ListPoolsResponse(
-            pools=[translate.pool(p) for p in await pool_store.list_pools(self._engine)]
-        )
-
-    async def SetPool(
-        self, request: api_pb2.SetPoolRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.Pool:
-        share = request.backfill_share if request.HasField("backfill_share") else None
-        description = request.description if request.HasField("description") else None
-        return translate.pool(
-            await pool_store.set_pool(self._engine, request.pool, request.slots, description, share)
-        )
-
-
-class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):
-    def __init__(self, engine: AsyncEngine, etcd: EtcdClient | None) -> None:
-        self._engine = engine
-        self._etcd = etcd
-
-    async def GetLeader(
-        self, request: api_pb2.GetLeaderRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.Leader:
-        status = await cluster.leader_status(self._engine, self._etcd)
-        reply = api_pb2.Leader(
-            fence_token=status.fence_token, standbys=[translate.replica(s) for s in status.standbys]
-        )
-        if status.leader is not None:
-            reply.elected = True
-            reply.token = status.leader.token
-            reply.leader.CopyFrom(translate.replica(status.leader))
-        return reply
-
-    async def GetVersion(
-        self, request: api_pb2.GetVersionRequest, context: grpc.aio.ServicerContext
-    ) -> api_pb2.Version:
-        return api_pb2.Version(
-            version=cluster.release(),
-            api="schedd.v1",
-            schema_revision=await cluster.schema_revision(self._engine),
-        )
+def _task_logs(logs: LogSlice) -> api_pb2.TaskLogs:
+    return api_pb2.TaskLogs(
+        data=logs.data, next_offset=logs.next_offset, try_number=logs.try_number, complete=logs.complete
+    )

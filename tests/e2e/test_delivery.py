@@ -222,7 +222,7 @@ def test_logs_follow_prints_lines_as_they_come_and_exits_when_the_task_ends(
     delivery_cluster: RunningCluster, tmp_path: Path
 ) -> None:
     api = delivery_cluster.api_address
-    command = 'for i in 1 2 3 4 5 6; do echo "tick $i"; sleep 0.4; done'
+    command = 'for i in 1 2 3 4 5 6; do echo "tick $i"; sleep 0.8; done'  # long enough for schedctl to start
     register(
         api,
         tmp_path,

@@ -18,6 +18,7 @@ from schedd_coord.client import parse_endpoints, prefix_end
         ("http://a:2379,http://10.0.0.2:2379", ["a:2379", "10.0.0.2:2379"]),
         ("a:2379,,b:1,", ["a:2379", "b:1"]),
         ("[::1]:2379", ["[::1]:2379"]),
+        ("https://a:2379,https://b:2379", ["a:2379", "b:2379"]),
     ],
 )
 def test_parse_endpoints(raw: str, expected: list[str]) -> None:
@@ -29,6 +30,17 @@ def test_malformed_endpoint_is_named(bad: str) -> None:
     with pytest.raises(ValueError, match="is not host:port") as info:
         parse_endpoints(f"ok:2379,{bad}")
     assert repr(bad) in str(info.value)
+
+
+@pytest.mark.parametrize("raw", ["https://a:2379,http://b:2379", "https://a:2379,b:2379"])
+def test_mixed_schemes_are_refused(raw: str) -> None:
+    with pytest.raises(ValueError, match="mix"):
+        parse_endpoints(raw)
+
+
+def test_unknown_scheme_is_named() -> None:
+    with pytest.raises(ValueError, match="'grpc://a:1'"):
+        parse_endpoints("grpc://a:1")
 
 
 @pytest.mark.parametrize("raw", ["", " ", ",", " , ,"])

@@ -22,6 +22,80 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
+class UploadBundleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ARCHIVE_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    archive: _builtins.bytes
+    """An uncompressed tar as `schedctl dags register` packs it, at most 16 MiB."""
+    sha256: _builtins.str
+    """SHA-256 (lowercase hex) of archive."""
+    def __init__(
+        self,
+        *,
+        archive: _builtins.bytes = ...,
+        sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["archive", b"archive", "sha256", b"sha256"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadBundleRequest: _TypeAlias = UploadBundleRequest  # noqa: Y015
+
+@_typing.final
+class UploadBundleResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SHA256_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    sha256: _builtins.str
+    size_bytes: _builtins.int
+    created: _builtins.bool
+    """False when the bundle was stored already."""
+    def __init__(
+        self,
+        *,
+        sha256: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "sha256", b"sha256", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UploadBundleResponse: _TypeAlias = UploadBundleResponse  # noqa: Y015
+
+@_typing.final
+class DeleteDagRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}`"""
+    request_id: _builtins.str
+    """A retry with the same request_id succeeds again instead of answering NOT_FOUND."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteDagRequest: _TypeAlias = DeleteDagRequest  # noqa: Y015
+
+@_typing.final
 class ListNextRunsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -166,6 +240,29 @@ class ListBackfillsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListBackfillsResponse: _TypeAlias = ListBackfillsResponse  # noqa: Y015
+
+@_typing.final
+class DeletePoolRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`pools/{pool}`"""
+    request_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeletePoolRequest: _TypeAlias = DeletePoolRequest  # noqa: Y015
 
 @_typing.final
 class Pool(_message.Message):
@@ -438,6 +535,85 @@ class GetTaskLogsRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetTaskLogsRequest: _TypeAlias = GetTaskLogsRequest  # noqa: Y015
+
+@_typing.final
+class GetTaskResultRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTaskResultRequest: _TypeAlias = GetTaskResultRequest  # noqa: Y015
+
+@_typing.final
+class StoredTaskResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    HAS_VALUE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    TRY_NUMBER_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}/result`"""
+    has_value: _builtins.bool
+    """Whether a value is stored (a task may return null)."""
+    state: _resources_pb2.TaskState.ValueType
+    try_number: _builtins.int
+    @_builtins.property
+    def value(self) -> _struct_pb2.Value:
+        """The stored value (JSON types); unset when the task returned nothing or has not succeeded."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        value: _struct_pb2.Value | None = ...,
+        has_value: _builtins.bool = ...,
+        state: _resources_pb2.TaskState.ValueType = ...,
+        try_number: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["has_value", b"has_value", "name", b"name", "state", b"state", "try_number", b"try_number", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoredTaskResult: _TypeAlias = StoredTaskResult  # noqa: Y015
+
+@_typing.final
+class DeleteRunRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}`"""
+    request_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteRunRequest: _TypeAlias = DeleteRunRequest  # noqa: Y015
 
 @_typing.final
 class TaskLogs(_message.Message):
@@ -1043,12 +1219,17 @@ class ListRunsRequest(_message.Message):
     RUN_TYPE_FIELD_NUMBER: _builtins.int
     LOGICAL_DATE_FROM_FIELD_NUMBER: _builtins.int
     LOGICAL_DATE_UNTIL_FIELD_NUMBER: _builtins.int
+    ORDER_BY_FIELD_NUMBER: _builtins.int
     parent: _builtins.str
     """`dags/{dag_id}`, or `dags/-` for all DAGs."""
     page_size: _builtins.int
     page_token: _builtins.str
     run_type: _resources_pb2.RunType.ValueType
     """Only runs of this type (unspecified: any)."""
+    order_by: _builtins.str
+    """`create_time desc` (the default), `create_time`, `logical_date desc` or `logical_date`.
+    A page token is only valid with the order_by it was made for.
+    """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_resources_pb2.RunState.ValueType]:
         """Only runs in these states (none: any)."""
@@ -1071,10 +1252,11 @@ class ListRunsRequest(_message.Message):
         run_type: _resources_pb2.RunType.ValueType = ...,
         logical_date_from: _timestamp_pb2.Timestamp | None = ...,
         logical_date_until: _timestamp_pb2.Timestamp | None = ...,
+        order_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["logical_date_from", b"logical_date_from", "logical_date_until", b"logical_date_until"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["logical_date_from", b"logical_date_from", "logical_date_until", b"logical_date_until", "page_size", b"page_size", "page_token", b"page_token", "parent", b"parent", "run_type", b"run_type", "states", b"states"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["logical_date_from", b"logical_date_from", "logical_date_until", b"logical_date_until", "order_by", b"order_by", "page_size", b"page_size", "page_token", b"page_token", "parent", b"parent", "run_type", b"run_type", "states", b"states"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1128,16 +1310,20 @@ class CancelRunRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
+    request_id: _builtins.str
+    """A retry with the same request_id answers with the run instead of FAILED_PRECONDITION."""
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1152,6 +1338,7 @@ class ClearTaskInstancesRequest(_message.Message):
     INCLUDE_DOWNSTREAM_FIELD_NUMBER: _builtins.int
     INCLUDE_UPSTREAM_FIELD_NUMBER: _builtins.int
     ONLY_FAILED_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     parent: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
     include_downstream: _builtins.bool
@@ -1159,6 +1346,8 @@ class ClearTaskInstancesRequest(_message.Message):
     include_upstream: _builtins.bool
     only_failed: _builtins.bool
     """Only clear task instances that failed or are upstream_failed."""
+    request_id: _builtins.str
+    """A retry with the same request_id answers with the first call's cleared ids and clears nothing."""
     @_builtins.property
     def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -1169,10 +1358,11 @@ class ClearTaskInstancesRequest(_message.Message):
         include_downstream: _builtins.bool = ...,
         include_upstream: _builtins.bool = ...,
         only_failed: _builtins.bool = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_downstream", b"include_downstream", "include_upstream", b"include_upstream", "only_failed", b"only_failed", "parent", b"parent", "task_ids", b"task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_downstream", b"include_downstream", "include_upstream", b"include_upstream", "only_failed", b"only_failed", "parent", b"parent", "request_id", b"request_id", "task_ids", b"task_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1204,19 +1394,23 @@ class SetTaskInstanceStateRequest(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
     state: _resources_pb2.TaskState.ValueType
     """TASK_STATE_SUCCESS or TASK_STATE_FAILED."""
+    request_id: _builtins.str
+    """A retry with the same request_id changes nothing more (a marked task cleared since stays so)."""
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         state: _resources_pb2.TaskState.ValueType = ...,
+        request_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.protobuf import empty_pb2 as google_dot_protobuf_dot_empty__pb2
 from schedd.v1 import api_pb2 as schedd_dot_v1_dot_api__pb2
 from schedd.v1 import resources_pb2 as schedd_dot_v1_dot_resources__pb2
 
@@ -76,6 +77,11 @@ class DagServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_resources__pb2.DagVersion.FromString,
                 _registered_method=True)
+        self.DeleteDag = channel.unary_unary(
+                '/schedd.v1.DagService/DeleteDag',
+                request_serializer=schedd_dot_v1_dot_api__pb2.DeleteDagRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class DagServiceServicer:
@@ -135,6 +141,15 @@ class DagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteDag(self, request, context):
+        """Deletes the DAG with its history: versions, runs, task instances, attempts, logs, backfills.
+        Refused (FAILED_PRECONDITION) while the DAG has queued or running runs or an unfinished backfill;
+        pause it and let them end (or cancel them) first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -177,6 +192,11 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.GetDagVersion,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_resources__pb2.DagVersion.SerializeToString,
+            ),
+            'DeleteDag': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteDag,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.DeleteDagRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +416,111 @@ class DagService:
             '/schedd.v1.DagService/GetDagVersion',
             schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.SerializeToString,
             schedd_dot_v1_dot_resources__pb2.DagVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteDag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.DagService/DeleteDag',
+            schedd_dot_v1_dot_api__pb2.DeleteDagRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class BundleServiceStub:
+    """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.UploadBundle = channel.unary_unary(
+                '/schedd.v1.BundleService/UploadBundle',
+                request_serializer=schedd_dot_v1_dot_api__pb2.UploadBundleRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.UploadBundleResponse.FromString,
+                _registered_method=True)
+
+
+class BundleServiceServicer:
+    """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md).
+    """
+
+    def UploadBundle(self, request, context):
+        """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
+        error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
+        large, or does not hash to sha256.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BundleServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'UploadBundle': grpc.unary_unary_rpc_method_handler(
+                    servicer.UploadBundle,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.UploadBundleRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.UploadBundleResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'schedd.v1.BundleService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('schedd.v1.BundleService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class BundleService:
+    """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md).
+    """
+
+    @staticmethod
+    def UploadBundle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.BundleService/UploadBundle',
+            schedd_dot_v1_dot_api__pb2.UploadBundleRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.UploadBundleResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -734,6 +859,21 @@ class RunServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.TaskLogs.FromString,
                 _registered_method=True)
+        self.WatchTaskLogs = channel.unary_stream(
+                '/schedd.v1.RunService/WatchTaskLogs',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.TaskLogs.FromString,
+                _registered_method=True)
+        self.GetTaskResult = channel.unary_unary(
+                '/schedd.v1.RunService/GetTaskResult',
+                request_serializer=schedd_dot_v1_dot_api__pb2.GetTaskResultRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.StoredTaskResult.FromString,
+                _registered_method=True)
+        self.DeleteRun = channel.unary_unary(
+                '/schedd.v1.RunService/DeleteRun',
+                request_serializer=schedd_dot_v1_dot_api__pb2.DeleteRunRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
         self.CancelRun = channel.unary_unary(
                 '/schedd.v1.RunService/CancelRun',
                 request_serializer=schedd_dot_v1_dot_api__pb2.CancelRunRequest.SerializeToString,
@@ -788,6 +928,29 @@ class RunServiceServicer:
 
     def GetTaskLogs(self, request, context):
         """The captured output of one attempt of a task instance, from a byte offset.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTaskLogs(self, request, context):
+        """The attempt's output from the offset as it is written, until the attempt ends (then the stream
+        ends); a task that has not started yet is waited for. max_bytes caps each message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTaskResult(self, request, context):
+        """The value a task instance's successful attempt returned (Python tasks), as stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteRun(self, request, context):
+        """Deletes a finished run with its task instances, attempts and logs (FAILED_PRECONDITION while
+        it is queued or running: cancel it first).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -848,6 +1011,21 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.GetTaskLogs,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.TaskLogs.SerializeToString,
+            ),
+            'WatchTaskLogs': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTaskLogs,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.TaskLogs.SerializeToString,
+            ),
+            'GetTaskResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskResult,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.GetTaskResultRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.StoredTaskResult.SerializeToString,
+            ),
+            'DeleteRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRun,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.DeleteRunRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             ),
             'CancelRun': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelRun,
@@ -1017,6 +1195,87 @@ class RunService:
             _registered_method=True)
 
     @staticmethod
+    def WatchTaskLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.RunService/WatchTaskLogs',
+            schedd_dot_v1_dot_api__pb2.GetTaskLogsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.TaskLogs.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/GetTaskResult',
+            schedd_dot_v1_dot_api__pb2.GetTaskResultRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.StoredTaskResult.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/DeleteRun',
+            schedd_dot_v1_dot_api__pb2.DeleteRunRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def CancelRun(request,
             target,
             options=(),
@@ -1145,6 +1404,11 @@ class PoolServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.SetPoolRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.Pool.FromString,
                 _registered_method=True)
+        self.DeletePool = channel.unary_unary(
+                '/schedd.v1.PoolService/DeletePool',
+                request_serializer=schedd_dot_v1_dot_api__pb2.DeletePoolRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
 
 
 class PoolServiceServicer:
@@ -1164,6 +1428,14 @@ class PoolServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeletePool(self, request, context):
+        """Deletes a pool. Refused (FAILED_PRECONDITION) for default_pool, for a pool the latest version of
+        a DAG names, and for a pool that task instances which have not finished hold or wait for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PoolServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1176,6 +1448,11 @@ def add_PoolServiceServicer_to_server(servicer, server):
                     servicer.SetPool,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.SetPoolRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.Pool.SerializeToString,
+            ),
+            'DeletePool': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeletePool,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.DeletePoolRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1233,6 +1510,33 @@ class PoolService:
             '/schedd.v1.PoolService/SetPool',
             schedd_dot_v1_dot_api__pb2.SetPoolRequest.SerializeToString,
             schedd_dot_v1_dot_api__pb2.Pool.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeletePool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.PoolService/DeletePool',
+            schedd_dot_v1_dot_api__pb2.DeletePoolRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

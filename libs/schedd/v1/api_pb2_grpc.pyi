@@ -4,6 +4,7 @@ isort:skip_file
 The public API of schedd, served by the api service."""
 
 from collections import abc as _abc
+from google.protobuf import empty_pb2 as _empty_pb2
 from grpc import aio as _aio
 from schedd.v1 import api_pb2 as _api_pb2
 from schedd.v1 import resources_pb2 as _resources_pb2
@@ -47,6 +48,11 @@ class DagServiceStub:
     """The DAG's versions, newest first."""
     GetDagVersion: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetDagVersionRequest, _resources_pb2.DagVersion]
     """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
+    DeleteDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.DeleteDagRequest, _empty_pb2.Empty]
+    """Deletes the DAG with its history: versions, runs, task instances, attempts, logs, backfills.
+    Refused (FAILED_PRECONDITION) while the DAG has queued or running runs or an unfinished backfill;
+    pause it and let them end (or cancel them) first.
+    """
 
 @_typing.type_check_only
 class DagServiceAsyncStub(DagServiceStub):
@@ -66,6 +72,11 @@ class DagServiceAsyncStub(DagServiceStub):
     """The DAG's versions, newest first."""
     GetDagVersion: _aio.UnaryUnaryMultiCallable[_api_pb2.GetDagVersionRequest, _resources_pb2.DagVersion]  # type: ignore[assignment]
     """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
+    DeleteDag: _aio.UnaryUnaryMultiCallable[_api_pb2.DeleteDagRequest, _empty_pb2.Empty]  # type: ignore[assignment]
+    """Deletes the DAG with its history: versions, runs, task instances, attempts, logs, backfills.
+    Refused (FAILED_PRECONDITION) while the DAG has queued or running runs or an unfinished backfill;
+    pause it and let them end (or cancel them) first.
+    """
 
 class DagServiceServicer(metaclass=_abc_1.ABCMeta):
     """DAG definitions and their versions."""
@@ -131,7 +142,58 @@ class DagServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_resources_pb2.DagVersion, _abc.Awaitable[_resources_pb2.DagVersion]]:
         """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
 
+    @_abc_1.abstractmethod
+    def DeleteDag(
+        self,
+        request: _api_pb2.DeleteDagRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
+        """Deletes the DAG with its history: versions, runs, task instances, attempts, logs, backfills.
+        Refused (FAILED_PRECONDITION) while the DAG has queued or running runs or an unfinished backfill;
+        pause it and let them end (or cancel them) first.
+        """
+
 def add_DagServiceServicer_to_server(servicer: DagServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class BundleServiceStub:
+    """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md)."""
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> BundleServiceAsyncStub: ...
+    UploadBundle: _grpc.UnaryUnaryMultiCallable[_api_pb2.UploadBundleRequest, _api_pb2.UploadBundleResponse]
+    """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
+    error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
+    large, or does not hash to sha256.
+    """
+
+@_typing.type_check_only
+class BundleServiceAsyncStub(BundleServiceStub):
+    """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md)."""
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    UploadBundle: _aio.UnaryUnaryMultiCallable[_api_pb2.UploadBundleRequest, _api_pb2.UploadBundleResponse]  # type: ignore[assignment]
+    """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
+    error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
+    large, or does not hash to sha256.
+    """
+
+class BundleServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md)."""
+
+    @_abc_1.abstractmethod
+    def UploadBundle(
+        self,
+        request: _api_pb2.UploadBundleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.UploadBundleResponse, _abc.Awaitable[_api_pb2.UploadBundleResponse]]:
+        """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
+        error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
+        large, or does not hash to sha256.
+        """
+
+def add_BundleServiceServicer_to_server(servicer: BundleServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class BackfillServiceStub:
     """Backfills: runs of a DAG for past intervals, made by the leader as the backfill's strategy says."""
@@ -227,6 +289,16 @@ class RunServiceStub:
     ListRuns: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]
     GetTaskLogs: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]
     """The captured output of one attempt of a task instance, from a byte offset."""
+    WatchTaskLogs: _grpc.UnaryStreamMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]
+    """The attempt's output from the offset as it is written, until the attempt ends (then the stream
+    ends); a task that has not started yet is waited for. max_bytes caps each message.
+    """
+    GetTaskResult: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetTaskResultRequest, _api_pb2.StoredTaskResult]
+    """The value a task instance's successful attempt returned (Python tasks), as stored."""
+    DeleteRun: _grpc.UnaryUnaryMultiCallable[_api_pb2.DeleteRunRequest, _empty_pb2.Empty]
+    """Deletes a finished run with its task instances, attempts and logs (FAILED_PRECONDITION while
+    it is queued or running: cancel it first).
+    """
     CancelRun: _grpc.UnaryUnaryMultiCallable[_api_pb2.CancelRunRequest, _resources_pb2.DagRun]
     """Fails the run; running attempts are stopped and tasks that have not run are skipped."""
     ClearTaskInstances: _grpc.UnaryUnaryMultiCallable[_api_pb2.ClearTaskInstancesRequest, _api_pb2.ClearTaskInstancesResponse]
@@ -249,6 +321,16 @@ class RunServiceAsyncStub(RunServiceStub):
     ListRuns: _aio.UnaryUnaryMultiCallable[_api_pb2.ListRunsRequest, _api_pb2.ListRunsResponse]  # type: ignore[assignment]
     GetTaskLogs: _aio.UnaryUnaryMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]  # type: ignore[assignment]
     """The captured output of one attempt of a task instance, from a byte offset."""
+    WatchTaskLogs: _aio.UnaryStreamMultiCallable[_api_pb2.GetTaskLogsRequest, _api_pb2.TaskLogs]  # type: ignore[assignment]
+    """The attempt's output from the offset as it is written, until the attempt ends (then the stream
+    ends); a task that has not started yet is waited for. max_bytes caps each message.
+    """
+    GetTaskResult: _aio.UnaryUnaryMultiCallable[_api_pb2.GetTaskResultRequest, _api_pb2.StoredTaskResult]  # type: ignore[assignment]
+    """The value a task instance's successful attempt returned (Python tasks), as stored."""
+    DeleteRun: _aio.UnaryUnaryMultiCallable[_api_pb2.DeleteRunRequest, _empty_pb2.Empty]  # type: ignore[assignment]
+    """Deletes a finished run with its task instances, attempts and logs (FAILED_PRECONDITION while
+    it is queued or running: cancel it first).
+    """
     CancelRun: _aio.UnaryUnaryMultiCallable[_api_pb2.CancelRunRequest, _resources_pb2.DagRun]  # type: ignore[assignment]
     """Fails the run; running attempts are stopped and tasks that have not run are skipped."""
     ClearTaskInstances: _aio.UnaryUnaryMultiCallable[_api_pb2.ClearTaskInstancesRequest, _api_pb2.ClearTaskInstancesResponse]  # type: ignore[assignment]
@@ -300,6 +382,34 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         """The captured output of one attempt of a task instance, from a byte offset."""
 
     @_abc_1.abstractmethod
+    def WatchTaskLogs(
+        self,
+        request: _api_pb2.GetTaskLogsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_api_pb2.TaskLogs], _abc.AsyncIterator[_api_pb2.TaskLogs]]:
+        """The attempt's output from the offset as it is written, until the attempt ends (then the stream
+        ends); a task that has not started yet is waited for. max_bytes caps each message.
+        """
+
+    @_abc_1.abstractmethod
+    def GetTaskResult(
+        self,
+        request: _api_pb2.GetTaskResultRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.StoredTaskResult, _abc.Awaitable[_api_pb2.StoredTaskResult]]:
+        """The value a task instance's successful attempt returned (Python tasks), as stored."""
+
+    @_abc_1.abstractmethod
+    def DeleteRun(
+        self,
+        request: _api_pb2.DeleteRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
+        """Deletes a finished run with its task instances, attempts and logs (FAILED_PRECONDITION while
+        it is queued or running: cancel it first).
+        """
+
+    @_abc_1.abstractmethod
     def CancelRun(
         self,
         request: _api_pb2.CancelRunRequest,
@@ -343,6 +453,10 @@ class PoolServiceStub:
     ListPools: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListPoolsRequest, _api_pb2.ListPoolsResponse]
     SetPool: _grpc.UnaryUnaryMultiCallable[_api_pb2.SetPoolRequest, _api_pb2.Pool]
     """Creates the pool or changes its size."""
+    DeletePool: _grpc.UnaryUnaryMultiCallable[_api_pb2.DeletePoolRequest, _empty_pb2.Empty]
+    """Deletes a pool. Refused (FAILED_PRECONDITION) for default_pool, for a pool the latest version of
+    a DAG names, and for a pool that task instances which have not finished hold or wait for.
+    """
 
 @_typing.type_check_only
 class PoolServiceAsyncStub(PoolServiceStub):
@@ -352,6 +466,10 @@ class PoolServiceAsyncStub(PoolServiceStub):
     ListPools: _aio.UnaryUnaryMultiCallable[_api_pb2.ListPoolsRequest, _api_pb2.ListPoolsResponse]  # type: ignore[assignment]
     SetPool: _aio.UnaryUnaryMultiCallable[_api_pb2.SetPoolRequest, _api_pb2.Pool]  # type: ignore[assignment]
     """Creates the pool or changes its size."""
+    DeletePool: _aio.UnaryUnaryMultiCallable[_api_pb2.DeletePoolRequest, _empty_pb2.Empty]  # type: ignore[assignment]
+    """Deletes a pool. Refused (FAILED_PRECONDITION) for default_pool, for a pool the latest version of
+    a DAG names, and for a pool that task instances which have not finished hold or wait for.
+    """
 
 class PoolServiceServicer(metaclass=_abc_1.ABCMeta):
     """Pools: named slot counts that cap how many task instances run at once."""
@@ -370,6 +488,16 @@ class PoolServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.Pool, _abc.Awaitable[_api_pb2.Pool]]:
         """Creates the pool or changes its size."""
+
+    @_abc_1.abstractmethod
+    def DeletePool(
+        self,
+        request: _api_pb2.DeletePoolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
+        """Deletes a pool. Refused (FAILED_PRECONDITION) for default_pool, for a pool the latest version of
+        a DAG names, and for a pool that task instances which have not finished hold or wait for.
+        """
 
 def add_PoolServiceServicer_to_server(servicer: PoolServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

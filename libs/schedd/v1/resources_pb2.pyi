@@ -49,6 +49,10 @@ class _TaskStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TaskState.V
     """The attempt failed and a retry is due after its backoff delay."""
     TASK_STATE_REMOVED: _TaskState.ValueType  # 10
     """The task no longer exists in the run's DAG version."""
+    TASK_STATE_UP_FOR_RESCHEDULE: _TaskState.ValueType  # 11
+    """A reschedule-mode sensor whose condition did not hold yet: it holds no slot and pokes again at
+    its next poke time, in the same try.
+    """
 
 class TaskState(_TaskState, metaclass=_TaskStateEnumTypeWrapper):
     """State of one task instance. The allowed transitions are declared once, in
@@ -73,6 +77,10 @@ TASK_STATE_UP_FOR_RETRY: TaskState.ValueType  # 9
 """The attempt failed and a retry is due after its backoff delay."""
 TASK_STATE_REMOVED: TaskState.ValueType  # 10
 """The task no longer exists in the run's DAG version."""
+TASK_STATE_UP_FOR_RESCHEDULE: TaskState.ValueType  # 11
+"""A reschedule-mode sensor whose condition did not hold yet: it holds no slot and pokes again at
+its next poke time, in the same try.
+"""
 Global___TaskState: _TypeAlias = TaskState  # noqa: Y015
 
 class _RunState:
@@ -132,6 +140,13 @@ class _TriggerRuleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TriggerRu
     TRIGGER_RULE_NONE_FAILED_MIN_ONE_SUCCESS: _TriggerRule.ValueType  # 7
     TRIGGER_RULE_NONE_SKIPPED: _TriggerRule.ValueType  # 8
     TRIGGER_RULE_ALWAYS: _TriggerRule.ValueType  # 9
+    TRIGGER_RULE_ONE_DONE: _TriggerRule.ValueType  # 10
+    TRIGGER_RULE_ALL_SKIPPED: _TriggerRule.ValueType  # 11
+    TRIGGER_RULE_ALL_DONE_MIN_ONE_SUCCESS: _TriggerRule.ValueType  # 12
+    TRIGGER_RULE_ALL_DONE_SETUP_SUCCESS: _TriggerRule.ValueType  # 13
+    """The rule of teardown tasks (and only theirs): all upstream tasks done and, when it has upstream
+    setup tasks, at least one of them succeeded.
+    """
 
 class TriggerRule(_TriggerRule, metaclass=_TriggerRuleEnumTypeWrapper):
     """When a task may run, given the states of its upstream tasks."""
@@ -147,6 +162,13 @@ TRIGGER_RULE_NONE_FAILED: TriggerRule.ValueType  # 6
 TRIGGER_RULE_NONE_FAILED_MIN_ONE_SUCCESS: TriggerRule.ValueType  # 7
 TRIGGER_RULE_NONE_SKIPPED: TriggerRule.ValueType  # 8
 TRIGGER_RULE_ALWAYS: TriggerRule.ValueType  # 9
+TRIGGER_RULE_ONE_DONE: TriggerRule.ValueType  # 10
+TRIGGER_RULE_ALL_SKIPPED: TriggerRule.ValueType  # 11
+TRIGGER_RULE_ALL_DONE_MIN_ONE_SUCCESS: TriggerRule.ValueType  # 12
+TRIGGER_RULE_ALL_DONE_SETUP_SUCCESS: TriggerRule.ValueType  # 13
+"""The rule of teardown tasks (and only theirs): all upstream tasks done and, when it has upstream
+setup tasks, at least one of them succeeded.
+"""
 Global___TriggerRule: _TypeAlias = TriggerRule  # noqa: Y015
 
 class _WeightRule:
@@ -170,6 +192,33 @@ WEIGHT_RULE_DOWNSTREAM: WeightRule.ValueType  # 1
 WEIGHT_RULE_UPSTREAM: WeightRule.ValueType  # 2
 WEIGHT_RULE_ABSOLUTE: WeightRule.ValueType  # 3
 Global___WeightRule: _TypeAlias = WeightRule  # noqa: Y015
+
+class _SensorMode:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SensorModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SensorMode.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SENSOR_MODE_UNSPECIFIED: _SensorMode.ValueType  # 0
+    """treated as POKE"""
+    SENSOR_MODE_POKE: _SensorMode.ValueType  # 1
+    """Pokes inside one attempt, holding its worker slot and pool slot between pokes."""
+    SENSOR_MODE_RESCHEDULE: _SensorMode.ValueType  # 2
+    """Each poke is an attempt of its own; between pokes the task instance is up_for_reschedule and
+    holds no slot. A reschedule does not use up a retry.
+    """
+
+class SensorMode(_SensorMode, metaclass=_SensorModeEnumTypeWrapper): ...
+
+SENSOR_MODE_UNSPECIFIED: SensorMode.ValueType  # 0
+"""treated as POKE"""
+SENSOR_MODE_POKE: SensorMode.ValueType  # 1
+"""Pokes inside one attempt, holding its worker slot and pool slot between pokes."""
+SENSOR_MODE_RESCHEDULE: SensorMode.ValueType  # 2
+"""Each poke is an attempt of its own; between pokes the task instance is up_for_reschedule and
+holds no slot. A reschedule does not use up a retry.
+"""
+Global___SensorMode: _TypeAlias = SensorMode  # noqa: Y015
 
 class _BackfillStrategy:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -282,20 +331,178 @@ class PythonCallable(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class KwargsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___Argument: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___Argument | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     TARGET_FIELD_NUMBER: _builtins.int
+    ARGS_FIELD_NUMBER: _builtins.int
+    KWARGS_FIELD_NUMBER: _builtins.int
     target: _builtins.str
+    @_builtins.property
+    def args(self) -> _containers.RepeatedCompositeFieldContainer[Global___Argument]:
+        """Arguments the callable is called with at run time (a task's TaskFlow arguments); each is a JSON
+        literal or the stored return value of a direct upstream task, resolved on the worker.
+        """
+
+    @_builtins.property
+    def kwargs(self) -> _containers.MessageMap[_builtins.str, Global___Argument]: ...
     def __init__(
         self,
         *,
         target: _builtins.str = ...,
+        args: _abc.Iterable[Global___Argument] | None = ...,
+        kwargs: _abc.Mapping[_builtins.str, Global___Argument] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "kwargs", b"kwargs", "target", b"target"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PythonCallable: _TypeAlias = PythonCallable  # noqa: Y015
+
+@_typing.final
+class Argument(_message.Message):
+    """One argument of a Python task: a literal, an upstream task's return value, or a list or map of
+    arguments.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LITERAL_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    LIST_FIELD_NUMBER: _builtins.int
+    MAP_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def literal(self) -> _struct_pb2.Value: ...
+    @_builtins.property
+    def result(self) -> Global___ResultReference: ...
+    @_builtins.property
+    def list(self) -> Global___ArgumentList: ...
+    @_builtins.property
+    def map(self) -> Global___ArgumentMap: ...
+    def __init__(
+        self,
+        *,
+        literal: _struct_pb2.Value | None = ...,
+        result: Global___ResultReference | None = ...,
+        list: Global___ArgumentList | None = ...,
+        map: Global___ArgumentMap | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["list", b"list", "literal", b"literal", "map", b"map", "result", b"result", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["list", b"list", "literal", b"literal", "map", b"map", "result", b"result", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["literal", "result", "list", "map"]  # noqa: Y015
+    _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
+
+Global___Argument: _TypeAlias = Argument  # noqa: Y015
+
+@_typing.final
+class ResultReference(_message.Message):
+    """The return value of a direct upstream task, or one key of it (a JSON object) when key is set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    key: _builtins.str
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        key: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_key", b"_key", "key", b"key"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key", b"_key", "key", b"key", "task_id", b"task_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__key: _TypeAlias = _typing.Literal["key"]  # noqa: Y015
+    _WhichOneofArgType__key: _TypeAlias = _typing.Literal["_key", b"_key"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__key) -> _WhichOneofReturnType__key | None: ...
+
+Global___ResultReference: _TypeAlias = ResultReference  # noqa: Y015
+
+@_typing.final
+class ArgumentList(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Argument]: ...
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___Argument] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArgumentList: _TypeAlias = ArgumentList  # noqa: Y015
+
+@_typing.final
+class ArgumentMap(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class FieldsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___Argument: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___Argument | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    FIELDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def fields(self) -> _containers.MessageMap[_builtins.str, Global___Argument]: ...
+    def __init__(
+        self,
+        *,
+        fields: _abc.Mapping[_builtins.str, Global___Argument] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fields", b"fields"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArgumentMap: _TypeAlias = ArgumentMap  # noqa: Y015
 
 @_typing.final
 class Callback(_message.Message):
@@ -372,6 +579,10 @@ class TaskSpec(_message.Message):
     ON_SUCCESS_FIELD_NUMBER: _builtins.int
     TRANSACTIONAL_FIELD_NUMBER: _builtins.int
     DEPENDS_ON_PAST_FIELD_NUMBER: _builtins.int
+    SETUP_FIELD_NUMBER: _builtins.int
+    TEARDOWN_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
+    SENSOR_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     retries: _builtins.int
     retry_exponential_backoff: _builtins.bool
@@ -395,6 +606,16 @@ class TaskSpec(_message.Message):
     depends_on_past: _builtins.bool
     """The task runs only once the same task in the previous run of its DAG (by logical date)
     succeeded or was skipped.
+    """
+    setup: _builtins.bool
+    """A setup task: it prepares what the tasks downstream of it need (a teardown undoes it)."""
+    teardown: _builtins.bool
+    """A teardown task: it runs when its work is done, whatever the work's outcome, provided one of its
+    upstream setup tasks succeeded (TRIGGER_RULE_ALL_DONE_SETUP_SUCCESS); a run's state ignores it.
+    """
+    group: _builtins.str
+    """The task group the task belongs to, outer groups first, dot-separated ("extract", "extract.load");
+    empty for none. For display: it does not change how the task runs.
     """
     @_builtins.property
     def upstream(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -420,6 +641,10 @@ class TaskSpec(_message.Message):
     def on_retry(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]: ...
     @_builtins.property
     def on_success(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]: ...
+    @_builtins.property
+    def sensor(self) -> Global___SensorSpec:
+        """Makes a Python task a sensor: it pokes until its function says its condition holds."""
+
     def __init__(
         self,
         *,
@@ -447,16 +672,59 @@ class TaskSpec(_message.Message):
         on_success: _abc.Iterable[Global___Callback] | None = ...,
         transactional: _builtins.bool = ...,
         depends_on_past: _builtins.bool = ...,
+        setup: _builtins.bool = ...,
+        teardown: _builtins.bool = ...,
+        group: _builtins.str = ...,
+        sensor: Global___SensorSpec | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "shell", b"shell"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "depends_on_past", b"depends_on_past", "env", b"env", "execution_timeout", b"execution_timeout", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "shell", b"shell", "task_id", b"task_id", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "depends_on_past", b"depends_on_past", "env", b"env", "execution_timeout", b"execution_timeout", "group", b"group", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "sensor", b"sensor", "setup", b"setup", "shell", b"shell", "task_id", b"task_id", "teardown", b"teardown", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_action) -> _WhichOneofReturnType_action | None: ...
 
 Global___TaskSpec: _TypeAlias = TaskSpec  # noqa: Y015
+
+@_typing.final
+class SensorSpec(_message.Message):
+    """How a sensor task pokes. Its function returns true when the condition holds (false: not yet), or
+    an object {"is_done": bool, "xcom_value": any}: the xcom_value is the task's result.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODE_FIELD_NUMBER: _builtins.int
+    POKE_INTERVAL_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
+    SOFT_FAIL_FIELD_NUMBER: _builtins.int
+    mode: Global___SensorMode.ValueType
+    soft_fail: _builtins.bool
+    """Skip the task instead of failing it when the timeout passes."""
+    @_builtins.property
+    def poke_interval(self) -> _duration_pb2.Duration:
+        """Between two pokes; required, positive."""
+
+    @_builtins.property
+    def timeout(self) -> _duration_pb2.Duration:
+        """From the first poke of a try: past it the task fails (or is skipped with soft_fail). Unset: no limit."""
+
+    def __init__(
+        self,
+        *,
+        mode: Global___SensorMode.ValueType = ...,
+        poke_interval: _duration_pb2.Duration | None = ...,
+        timeout: _duration_pb2.Duration | None = ...,
+        soft_fail: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["poke_interval", b"poke_interval", "timeout", b"timeout"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mode", b"mode", "poke_interval", b"poke_interval", "soft_fail", b"soft_fail", "timeout", b"timeout"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SensorSpec: _TypeAlias = SensorSpec  # noqa: Y015
 
 @_typing.final
 class DagSpec(_message.Message):
@@ -480,6 +748,8 @@ class DagSpec(_message.Message):
     ON_SUCCESS_FIELD_NUMBER: _builtins.int
     END_DATE_FIELD_NUMBER: _builtins.int
     SCHEDULE_INTERVAL_FIELD_NUMBER: _builtins.int
+    CODE_BUNDLE_FIELD_NUMBER: _builtins.int
+    PARAM_SCHEMAS_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     description: _builtins.str
     schedule: _builtins.str
@@ -494,6 +764,11 @@ class DagSpec(_message.Message):
     """
     max_active_runs: _builtins.int
     max_active_tasks: _builtins.int
+    code_bundle: _builtins.str
+    """SHA-256 (lowercase hex) of the code bundle (BundleService.UploadBundle) the DAG's Python
+    tasks are imported from; part of the version, so new code makes a new version. Empty: workers
+    import them from their own environment. See docs/bundles.md.
+    """
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
     @_builtins.property
@@ -520,6 +795,13 @@ class DagSpec(_message.Message):
     def schedule_interval(self) -> _duration_pb2.Duration:
         """A fixed interval between runs (instead of a cron schedule), counted from the start date."""
 
+    @_builtins.property
+    def param_schemas(self) -> _struct_pb2.Struct:
+        """A JSON Schema for each param (by name): what a run's conf may set it to. `params` holds the
+        defaults; a schema may say `"required": true` for a param without a default. Checked at
+        registration (the schemas and the defaults) and when a run is triggered (the conf on top).
+        """
+
     def __init__(
         self,
         *,
@@ -539,10 +821,12 @@ class DagSpec(_message.Message):
         on_success: _abc.Iterable[Global___Callback] | None = ...,
         end_date: _timestamp_pb2.Timestamp | None = ...,
         schedule_interval: _duration_pb2.Duration | None = ...,
+        code_bundle: _builtins.str = ...,
+        param_schemas: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup", b"catchup", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup", b"catchup", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

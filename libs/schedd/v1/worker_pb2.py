@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from schedd.v1 import resources_pb2 as schedd_dot_v1_dot_resources__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16schedd/v1/worker.proto\x12\tschedd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19schedd/v1/resources.proto\"N\n\nAttemptRef\x12\x18\n\x10task_instance_id\x18\x01 \x01(\x03\x12\x12\n\ntry_number\x18\x02 \x01(\x05\x12\x12\n\nattempt_id\x18\x03 \x01(\t\"\xd6\x01\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x0e\n\x06queues\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x14\n\x0c\x63ode_version\x18\x05 \x01(\t\x12\x13\n\x0bincarnation\x18\x06 \x01(\t\x12&\n\x07running\x18\x07 \x03(\x0b\x32\x15.schedd.v1.AttemptRef\x12-\n\nkill_grace\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x17\n\x06\x43redit\x12\r\n\x05slots\x18\x01 \x01(\x05\"h\n\rTaskHeartbeat\x12\'\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x10\n\x08sequence\x18\x02 \x01(\x04\x12\x1c\n\x14\x61ssignments_received\x18\x03 \x01(\x04\"\xf2\x01\n\nTaskResult\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\'\n\x07outcome\x18\x02 \x01(\x0e\x32\x16.schedd.v1.TaskOutcome\x12\x11\n\texit_code\x18\x03 \x01(\x05\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\"P\n\x08LogChunk\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\t\"\n\n\x08\x44raining\">\n\x0c\x43\x61llbackDone\x12\x13\n\x0b\x63\x61llback_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xbf\x02\n\rWorkerMessage\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x16.schedd.v1.WorkerHelloH\x00\x12#\n\x06\x63redit\x18\x02 \x01(\x0b\x32\x11.schedd.v1.CreditH\x00\x12-\n\theartbeat\x18\x03 \x01(\x0b\x32\x18.schedd.v1.TaskHeartbeatH\x00\x12\'\n\x06result\x18\x04 \x01(\x0b\x32\x15.schedd.v1.TaskResultH\x00\x12\"\n\x03log\x18\x05 \x01(\x0b\x32\x13.schedd.v1.LogChunkH\x00\x12\'\n\x08\x64raining\x18\x06 \x01(\x0b\x32\x13.schedd.v1.DrainingH\x00\x12\x30\n\rcallback_done\x18\x07 \x01(\x0b\x32\x17.schedd.v1.CallbackDoneH\x00\x42\t\n\x07message\"\xb4\x01\n\x07Welcome\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nack_window\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rsilence_limit\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\" \n\x0cHeartbeatAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\"\xff\x03\n\nAssignment\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x30\n\x0clogical_date\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05shell\x18\x06 \x01(\x0b\x32\x17.schedd.v1.ShellCommandH\x00\x12+\n\x06python\x18\x07 \x01(\x0b\x32\x19.schedd.v1.PythonCallableH\x00\x12+\n\x03\x65nv\x18\x08 \x03(\x0b\x32\x1e.schedd.v1.Assignment.EnvEntry\x12\x34\n\x11\x65xecution_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\x12\'\n\x06params\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x15upstream_results_json\x18\x0c \x01(\t\x12\x15\n\rtransactional\x18\r \x01(\x08\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06\x61\x63tion\"=\n\x0f\x41ssignmentBatch\x12*\n\x0b\x61ssignments\x18\x01 \x03(\x0b\x32\x15.schedd.v1.Assignment\"I\n\x0e\x43\x61ncelAttempts\x12\'\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0e\n\x06reason\x18\x02 \x01(\t\"u\n\x0bRunCallback\x12\x13\n\x0b\x63\x61llback_id\x18\x01 \x01(\t\x12)\n\x06python\x18\x02 \x01(\x0b\x32\x19.schedd.v1.PythonCallable\x12&\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x05\x44rain\x12(\n\x05grace\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"R\n\tReportAck\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xfa\x02\n\x0fRegistryMessage\x12%\n\x07welcome\x18\x01 \x01(\x0b\x32\x12.schedd.v1.WelcomeH\x00\x12+\n\nassignment\x18\x02 \x01(\x0b\x32\x15.schedd.v1.AssignmentH\x00\x12#\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x14.schedd.v1.ReportAckH\x00\x12+\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x19.schedd.v1.CancelAttemptsH\x00\x12!\n\x05\x64rain\x18\x05 \x01(\x0b\x32\x10.schedd.v1.DrainH\x00\x12.\n\x0crun_callback\x18\x06 \x01(\x0b\x32\x16.schedd.v1.RunCallbackH\x00\x12\x31\n\x0b\x61ssignments\x18\x07 \x01(\x0b\x32\x1a.schedd.v1.AssignmentBatchH\x00\x12\x30\n\rheartbeat_ack\x18\x08 \x01(\x0b\x32\x17.schedd.v1.HeartbeatAckH\x00\x42\t\n\x07message*|\n\x0bTaskOutcome\x12\x1c\n\x18TASK_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16TASK_OUTCOME_SUCCEEDED\x10\x01\x12\x17\n\x13TASK_OUTCOME_FAILED\x10\x02\x12\x1a\n\x16TASK_OUTCOME_ABANDONED\x10\x03\x32U\n\x0eWorkerRegistry\x12\x43\n\x07\x43onnect\x12\x18.schedd.v1.WorkerMessage\x1a\x1a.schedd.v1.RegistryMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16schedd/v1/worker.proto\x12\tschedd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19schedd/v1/resources.proto\"$\n\x12\x46\x65tchBundleRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\"0\n\x0b\x42undleChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x13\n\x0btotal_bytes\x18\x02 \x01(\x03\"N\n\nAttemptRef\x12\x18\n\x10task_instance_id\x18\x01 \x01(\x03\x12\x12\n\ntry_number\x18\x02 \x01(\x05\x12\x12\n\nattempt_id\x18\x03 \x01(\t\"\xd6\x01\n\x0bWorkerHello\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x0e\n\x06queues\x18\x03 \x03(\t\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12\x14\n\x0c\x63ode_version\x18\x05 \x01(\t\x12\x13\n\x0bincarnation\x18\x06 \x01(\t\x12&\n\x07running\x18\x07 \x03(\x0b\x32\x15.schedd.v1.AttemptRef\x12-\n\nkill_grace\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x17\n\x06\x43redit\x12\r\n\x05slots\x18\x01 \x01(\x05\"h\n\rTaskHeartbeat\x12\'\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x10\n\x08sequence\x18\x02 \x01(\x04\x12\x1c\n\x14\x61ssignments_received\x18\x03 \x01(\x04\"\xc9\x02\n\nTaskResult\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\'\n\x07outcome\x18\x02 \x01(\x0e\x32\x16.schedd.v1.TaskOutcome\x12\x11\n\texit_code\x18\x03 \x01(\x05\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0bresult_json\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x61g_id\x18\x08 \x01(\t\x12\x10\n\x08no_retry\x18\t \x01(\x08\x12\x33\n\x0freschedule_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"P\n\x08LogChunk\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0e\n\x06offset\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\t\"\n\n\x08\x44raining\">\n\x0c\x43\x61llbackDone\x12\x13\n\x0b\x63\x61llback_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"\xbf\x02\n\rWorkerMessage\x12\'\n\x05hello\x18\x01 \x01(\x0b\x32\x16.schedd.v1.WorkerHelloH\x00\x12#\n\x06\x63redit\x18\x02 \x01(\x0b\x32\x11.schedd.v1.CreditH\x00\x12-\n\theartbeat\x18\x03 \x01(\x0b\x32\x18.schedd.v1.TaskHeartbeatH\x00\x12\'\n\x06result\x18\x04 \x01(\x0b\x32\x15.schedd.v1.TaskResultH\x00\x12\"\n\x03log\x18\x05 \x01(\x0b\x32\x13.schedd.v1.LogChunkH\x00\x12\'\n\x08\x64raining\x18\x06 \x01(\x0b\x32\x13.schedd.v1.DrainingH\x00\x12\x30\n\rcallback_done\x18\x07 \x01(\x0b\x32\x17.schedd.v1.CallbackDoneH\x00\x42\t\n\x07message\"\xb4\x01\n\x07Welcome\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x35\n\x12heartbeat_interval\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\nack_window\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rsilence_limit\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\" \n\x0cHeartbeatAck\x12\x10\n\x08sequence\x18\x01 \x01(\x04\"\xa6\x06\n\nAssignment\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x30\n\x0clogical_date\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05shell\x18\x06 \x01(\x0b\x32\x17.schedd.v1.ShellCommandH\x00\x12+\n\x06python\x18\x07 \x01(\x0b\x32\x19.schedd.v1.PythonCallableH\x00\x12+\n\x03\x65nv\x18\x08 \x03(\x0b\x32\x1e.schedd.v1.Assignment.EnvEntry\x12\x34\n\x11\x65xecution_timeout\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\x12\'\n\x06params\x18\x0b \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x15upstream_results_json\x18\x0c \x01(\t\x12\x15\n\rtransactional\x18\r \x01(\x08\x12\x13\n\x0btraceparent\x18\x0e \x01(\t\x12/\n\x0bqueued_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x63ode_bundle\x18\x10 \x01(\t\x12\x37\n\x13\x64\x61ta_interval_start\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x64\x61ta_interval_end\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12%\n\x06sensor\x18\x13 \x01(\x0b\x32\x15.schedd.v1.SensorSpec\x12\x33\n\x0f\x66irst_poke_time\x18\x14 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x08\n\x06\x61\x63tion\"=\n\x0f\x41ssignmentBatch\x12*\n\x0b\x61ssignments\x18\x01 \x03(\x0b\x32\x15.schedd.v1.Assignment\"I\n\x0e\x43\x61ncelAttempts\x12\'\n\x08\x61ttempts\x18\x01 \x03(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0e\n\x06reason\x18\x02 \x01(\t\"u\n\x0bRunCallback\x12\x13\n\x0b\x63\x61llback_id\x18\x01 \x01(\t\x12)\n\x06python\x18\x02 \x01(\x0b\x32\x19.schedd.v1.PythonCallable\x12&\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"1\n\x05\x44rain\x12(\n\x05grace\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"R\n\tReportAck\x12&\n\x07\x61ttempt\x18\x01 \x01(\x0b\x32\x15.schedd.v1.AttemptRef\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xfa\x02\n\x0fRegistryMessage\x12%\n\x07welcome\x18\x01 \x01(\x0b\x32\x12.schedd.v1.WelcomeH\x00\x12+\n\nassignment\x18\x02 \x01(\x0b\x32\x15.schedd.v1.AssignmentH\x00\x12#\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x14.schedd.v1.ReportAckH\x00\x12+\n\x06\x63\x61ncel\x18\x04 \x01(\x0b\x32\x19.schedd.v1.CancelAttemptsH\x00\x12!\n\x05\x64rain\x18\x05 \x01(\x0b\x32\x10.schedd.v1.DrainH\x00\x12.\n\x0crun_callback\x18\x06 \x01(\x0b\x32\x16.schedd.v1.RunCallbackH\x00\x12\x31\n\x0b\x61ssignments\x18\x07 \x01(\x0b\x32\x1a.schedd.v1.AssignmentBatchH\x00\x12\x30\n\rheartbeat_ack\x18\x08 \x01(\x0b\x32\x17.schedd.v1.HeartbeatAckH\x00\x42\t\n\x07message*\xb4\x01\n\x0bTaskOutcome\x12\x1c\n\x18TASK_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16TASK_OUTCOME_SUCCEEDED\x10\x01\x12\x17\n\x13TASK_OUTCOME_FAILED\x10\x02\x12\x1a\n\x16TASK_OUTCOME_ABANDONED\x10\x03\x12\x1c\n\x18TASK_OUTCOME_RESCHEDULED\x10\x04\x12\x18\n\x14TASK_OUTCOME_SKIPPED\x10\x05\x32\x9d\x01\n\x0eWorkerRegistry\x12\x43\n\x07\x43onnect\x12\x18.schedd.v1.WorkerMessage\x1a\x1a.schedd.v1.RegistryMessage(\x01\x30\x01\x12\x46\n\x0b\x46\x65tchBundle\x12\x1d.schedd.v1.FetchBundleRequest\x1a\x16.schedd.v1.BundleChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,46 +37,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ASSIGNMENT_ENVENTRY']._loaded_options = None
   _globals['_ASSIGNMENT_ENVENTRY']._serialized_options = b'8\001'
-  _globals['_TASKOUTCOME']._serialized_start=2816
-  _globals['_TASKOUTCOME']._serialized_end=2940
-  _globals['_ATTEMPTREF']._serialized_start=159
-  _globals['_ATTEMPTREF']._serialized_end=237
-  _globals['_WORKERHELLO']._serialized_start=240
-  _globals['_WORKERHELLO']._serialized_end=454
-  _globals['_CREDIT']._serialized_start=456
-  _globals['_CREDIT']._serialized_end=479
-  _globals['_TASKHEARTBEAT']._serialized_start=481
-  _globals['_TASKHEARTBEAT']._serialized_end=585
-  _globals['_TASKRESULT']._serialized_start=588
-  _globals['_TASKRESULT']._serialized_end=830
-  _globals['_LOGCHUNK']._serialized_start=832
-  _globals['_LOGCHUNK']._serialized_end=912
-  _globals['_DRAINING']._serialized_start=914
-  _globals['_DRAINING']._serialized_end=924
-  _globals['_CALLBACKDONE']._serialized_start=926
-  _globals['_CALLBACKDONE']._serialized_end=988
-  _globals['_WORKERMESSAGE']._serialized_start=991
-  _globals['_WORKERMESSAGE']._serialized_end=1310
-  _globals['_WELCOME']._serialized_start=1313
-  _globals['_WELCOME']._serialized_end=1493
-  _globals['_HEARTBEATACK']._serialized_start=1495
-  _globals['_HEARTBEATACK']._serialized_end=1527
-  _globals['_ASSIGNMENT']._serialized_start=1530
-  _globals['_ASSIGNMENT']._serialized_end=2041
-  _globals['_ASSIGNMENT_ENVENTRY']._serialized_start=1989
-  _globals['_ASSIGNMENT_ENVENTRY']._serialized_end=2031
-  _globals['_ASSIGNMENTBATCH']._serialized_start=2043
-  _globals['_ASSIGNMENTBATCH']._serialized_end=2104
-  _globals['_CANCELATTEMPTS']._serialized_start=2106
-  _globals['_CANCELATTEMPTS']._serialized_end=2179
-  _globals['_RUNCALLBACK']._serialized_start=2181
-  _globals['_RUNCALLBACK']._serialized_end=2298
-  _globals['_DRAIN']._serialized_start=2300
-  _globals['_DRAIN']._serialized_end=2349
-  _globals['_REPORTACK']._serialized_start=2351
-  _globals['_REPORTACK']._serialized_end=2433
-  _globals['_REGISTRYMESSAGE']._serialized_start=2436
-  _globals['_REGISTRYMESSAGE']._serialized_end=2814
-  _globals['_WORKERREGISTRY']._serialized_start=2942
-  _globals['_WORKERREGISTRY']._serialized_end=3027
+  _globals['_TASKOUTCOME']._serialized_start=3287
+  _globals['_TASKOUTCOME']._serialized_end=3467
+  _globals['_FETCHBUNDLEREQUEST']._serialized_start=159
+  _globals['_FETCHBUNDLEREQUEST']._serialized_end=195
+  _globals['_BUNDLECHUNK']._serialized_start=197
+  _globals['_BUNDLECHUNK']._serialized_end=245
+  _globals['_ATTEMPTREF']._serialized_start=247
+  _globals['_ATTEMPTREF']._serialized_end=325
+  _globals['_WORKERHELLO']._serialized_start=328
+  _globals['_WORKERHELLO']._serialized_end=542
+  _globals['_CREDIT']._serialized_start=544
+  _globals['_CREDIT']._serialized_end=567
+  _globals['_TASKHEARTBEAT']._serialized_start=569
+  _globals['_TASKHEARTBEAT']._serialized_end=673
+  _globals['_TASKRESULT']._serialized_start=676
+  _globals['_TASKRESULT']._serialized_end=1005
+  _globals['_LOGCHUNK']._serialized_start=1007
+  _globals['_LOGCHUNK']._serialized_end=1087
+  _globals['_DRAINING']._serialized_start=1089
+  _globals['_DRAINING']._serialized_end=1099
+  _globals['_CALLBACKDONE']._serialized_start=1101
+  _globals['_CALLBACKDONE']._serialized_end=1163
+  _globals['_WORKERMESSAGE']._serialized_start=1166
+  _globals['_WORKERMESSAGE']._serialized_end=1485
+  _globals['_WELCOME']._serialized_start=1488
+  _globals['_WELCOME']._serialized_end=1668
+  _globals['_HEARTBEATACK']._serialized_start=1670
+  _globals['_HEARTBEATACK']._serialized_end=1702
+  _globals['_ASSIGNMENT']._serialized_start=1705
+  _globals['_ASSIGNMENT']._serialized_end=2511
+  _globals['_ASSIGNMENT_ENVENTRY']._serialized_start=2459
+  _globals['_ASSIGNMENT_ENVENTRY']._serialized_end=2501
+  _globals['_ASSIGNMENTBATCH']._serialized_start=2513
+  _globals['_ASSIGNMENTBATCH']._serialized_end=2574
+  _globals['_CANCELATTEMPTS']._serialized_start=2576
+  _globals['_CANCELATTEMPTS']._serialized_end=2649
+  _globals['_RUNCALLBACK']._serialized_start=2651
+  _globals['_RUNCALLBACK']._serialized_end=2768
+  _globals['_DRAIN']._serialized_start=2770
+  _globals['_DRAIN']._serialized_end=2819
+  _globals['_REPORTACK']._serialized_start=2821
+  _globals['_REPORTACK']._serialized_end=2903
+  _globals['_REGISTRYMESSAGE']._serialized_start=2906
+  _globals['_REGISTRYMESSAGE']._serialized_end=3284
+  _globals['_WORKERREGISTRY']._serialized_start=3470
+  _globals['_WORKERREGISTRY']._serialized_end=3627
 # @@protoc_insertion_point(module_scope)

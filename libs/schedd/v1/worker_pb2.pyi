@@ -41,6 +41,12 @@ class _TaskOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TaskOutco
     """The worker stopped the attempt before it finished (drain grace passed, lease lost):
     the attempt is lost and the task runs again without using up a retry.
     """
+    TASK_OUTCOME_RESCHEDULED: _TaskOutcome.ValueType  # 4
+    """A reschedule-mode sensor's condition did not hold yet: it pokes again at reschedule_time, in
+    the same try.
+    """
+    TASK_OUTCOME_SKIPPED: _TaskOutcome.ValueType  # 5
+    """A sensor with soft_fail passed its timeout: the task is skipped."""
 
 class TaskOutcome(_TaskOutcome, metaclass=_TaskOutcomeEnumTypeWrapper): ...
 
@@ -51,7 +57,58 @@ TASK_OUTCOME_ABANDONED: TaskOutcome.ValueType  # 3
 """The worker stopped the attempt before it finished (drain grace passed, lease lost):
 the attempt is lost and the task runs again without using up a retry.
 """
+TASK_OUTCOME_RESCHEDULED: TaskOutcome.ValueType  # 4
+"""A reschedule-mode sensor's condition did not hold yet: it pokes again at reschedule_time, in
+the same try.
+"""
+TASK_OUTCOME_SKIPPED: TaskOutcome.ValueType  # 5
+"""A sensor with soft_fail passed its timeout: the task is skipped."""
 Global___TaskOutcome: _TypeAlias = TaskOutcome  # noqa: Y015
+
+@_typing.final
+class FetchBundleRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SHA256_FIELD_NUMBER: _builtins.int
+    sha256: _builtins.str
+    """SHA-256 (lowercase hex) of the archive, as in Assignment.code_bundle."""
+    def __init__(
+        self,
+        *,
+        sha256: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["sha256", b"sha256"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FetchBundleRequest: _TypeAlias = FetchBundleRequest  # noqa: Y015
+
+@_typing.final
+class BundleChunk(_message.Message):
+    """One piece of a bundle's archive; the pieces in order make the archive."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    TOTAL_BYTES_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    total_bytes: _builtins.int
+    """Size of the whole archive (the same in every chunk)."""
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+        total_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "total_bytes", b"total_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BundleChunk: _TypeAlias = BundleChunk  # noqa: Y015
 
 @_typing.final
 class AttemptRef(_message.Message):
@@ -201,17 +258,30 @@ class TaskResult(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     END_TIME_FIELD_NUMBER: _builtins.int
     RESULT_JSON_FIELD_NUMBER: _builtins.int
+    DAG_ID_FIELD_NUMBER: _builtins.int
+    NO_RETRY_FIELD_NUMBER: _builtins.int
+    RESCHEDULE_TIME_FIELD_NUMBER: _builtins.int
     outcome: Global___TaskOutcome.ValueType
     exit_code: _builtins.int
     error: _builtins.str
     result_json: _builtins.str
     """JSON of the value the task returned (Python tasks); empty for none."""
+    dag_id: _builtins.str
+    """The DAG of the attempt (Assignment.dag_id), for the registry's metrics by DAG."""
+    no_retry: _builtins.bool
+    """A failed attempt that running again cannot fix (its module does not import, its function is
+    missing): the task fails without its remaining retries.
+    """
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
     @_builtins.property
     def start_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def end_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def reschedule_time(self) -> _timestamp_pb2.Timestamp:
+        """With TASK_OUTCOME_RESCHEDULED: when the sensor pokes next."""
+
     def __init__(
         self,
         *,
@@ -222,10 +292,13 @@ class TaskResult(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         end_time: _timestamp_pb2.Timestamp | None = ...,
         result_json: _builtins.str = ...,
+        dag_id: _builtins.str = ...,
+        no_retry: _builtins.bool = ...,
+        reschedule_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "end_time", b"end_time", "reschedule_time", b"reschedule_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "outcome", b"outcome", "result_json", b"result_json", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "dag_id", b"dag_id", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "no_retry", b"no_retry", "outcome", b"outcome", "reschedule_time", b"reschedule_time", "result_json", b"result_json", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -445,6 +518,13 @@ class Assignment(_message.Message):
     PARAMS_FIELD_NUMBER: _builtins.int
     UPSTREAM_RESULTS_JSON_FIELD_NUMBER: _builtins.int
     TRANSACTIONAL_FIELD_NUMBER: _builtins.int
+    TRACEPARENT_FIELD_NUMBER: _builtins.int
+    QUEUED_TIME_FIELD_NUMBER: _builtins.int
+    CODE_BUNDLE_FIELD_NUMBER: _builtins.int
+    DATA_INTERVAL_START_FIELD_NUMBER: _builtins.int
+    DATA_INTERVAL_END_FIELD_NUMBER: _builtins.int
+    SENSOR_FIELD_NUMBER: _builtins.int
+    FIRST_POKE_TIME_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     run_id: _builtins.str
     task_id: _builtins.str
@@ -454,6 +534,14 @@ class Assignment(_message.Message):
     """JSON object of the values returned by the task's direct upstream tasks, by task id."""
     transactional: _builtins.bool
     """Commit the task's database work with its success (see TaskSpec.transactional)."""
+    traceparent: _builtins.str
+    """W3C traceparent of the task's span when its run is traced; empty otherwise. The worker's
+    attempt span continues it, and the task sees it (or the attempt span's) as TRACEPARENT.
+    """
+    code_bundle: _builtins.str
+    """SHA-256 of the code bundle the run's DAG version pins (DagSpec.code_bundle): a Python task is
+    imported from that bundle only. Empty: from the worker's own environment.
+    """
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
     @_builtins.property
@@ -469,6 +557,26 @@ class Assignment(_message.Message):
     @_builtins.property
     def params(self) -> _struct_pb2.Struct:
         """Task parameters (the task's params, with the run's conf on top)."""
+
+    @_builtins.property
+    def queued_time(self) -> _timestamp_pb2.Timestamp:
+        """When the task instance was queued."""
+
+    @_builtins.property
+    def data_interval_start(self) -> _timestamp_pb2.Timestamp:
+        """The run's data interval (unset for a manual run): what templated commands name."""
+
+    @_builtins.property
+    def data_interval_end(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def sensor(self) -> _resources_pb2.SensorSpec:
+        """Set for a sensor task (TaskSpec.sensor)."""
+
+    @_builtins.property
+    def first_poke_time(self) -> _timestamp_pb2.Timestamp:
+        """A reschedule-mode sensor: when the first poke of this try started (its timeout counts from it);
+        unset for the try's first poke.
+        """
 
     def __init__(
         self,
@@ -486,10 +594,17 @@ class Assignment(_message.Message):
         params: _struct_pb2.Struct | None = ...,
         upstream_results_json: _builtins.str = ...,
         transactional: _builtins.bool = ...,
+        traceparent: _builtins.str = ...,
+        queued_time: _timestamp_pb2.Timestamp | None = ...,
+        code_bundle: _builtins.str = ...,
+        data_interval_start: _timestamp_pb2.Timestamp | None = ...,
+        data_interval_end: _timestamp_pb2.Timestamp | None = ...,
+        sensor: _resources_pb2.SensorSpec | None = ...,
+        first_poke_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "execution_timeout", b"execution_timeout", "logical_date", b"logical_date", "params", b"params", "python", b"python", "shell", b"shell"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "logical_date", b"logical_date", "params", b"params", "python", b"python", "queued_time", b"queued_time", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "dag_id", b"dag_id", "env", b"env", "execution_timeout", b"execution_timeout", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "params", b"params", "python", b"python", "run_id", b"run_id", "shell", b"shell", "task_id", b"task_id", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "env", b"env", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "params", b"params", "python", b"python", "queued_time", b"queued_time", "run_id", b"run_id", "sensor", b"sensor", "shell", b"shell", "task_id", b"task_id", "traceparent", b"traceparent", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015

@@ -39,6 +39,11 @@ class WorkerRegistryStub:
                 request_serializer=schedd_dot_v1_dot_worker__pb2.WorkerMessage.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_worker__pb2.RegistryMessage.FromString,
                 _registered_method=True)
+        self.FetchBundle = channel.unary_stream(
+                '/schedd.v1.WorkerRegistry/FetchBundle',
+                request_serializer=schedd_dot_v1_dot_worker__pb2.FetchBundleRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_worker__pb2.BundleChunk.FromString,
+                _registered_method=True)
 
 
 class WorkerRegistryServicer:
@@ -50,6 +55,13 @@ class WorkerRegistryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchBundle(self, request, context):
+        """The archive of a code bundle, in chunks (NOT_FOUND for a hash never uploaded).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerRegistryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +69,11 @@ def add_WorkerRegistryServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=schedd_dot_v1_dot_worker__pb2.WorkerMessage.FromString,
                     response_serializer=schedd_dot_v1_dot_worker__pb2.RegistryMessage.SerializeToString,
+            ),
+            'FetchBundle': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchBundle,
+                    request_deserializer=schedd_dot_v1_dot_worker__pb2.FetchBundleRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_worker__pb2.BundleChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +103,33 @@ class WorkerRegistry:
             '/schedd.v1.WorkerRegistry/Connect',
             schedd_dot_v1_dot_worker__pb2.WorkerMessage.SerializeToString,
             schedd_dot_v1_dot_worker__pb2.RegistryMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchBundle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/schedd.v1.WorkerRegistry/FetchBundle',
+            schedd_dot_v1_dot_worker__pb2.FetchBundleRequest.SerializeToString,
+            schedd_dot_v1_dot_worker__pb2.BundleChunk.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,11 +37,15 @@ class WorkerRegistryStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> WorkerRegistryAsyncStub: ...
     Connect: _grpc.StreamStreamMultiCallable[_worker_pb2.WorkerMessage, _worker_pb2.RegistryMessage]
+    FetchBundle: _grpc.UnaryStreamMultiCallable[_worker_pb2.FetchBundleRequest, _worker_pb2.BundleChunk]
+    """The archive of a code bundle, in chunks (NOT_FOUND for a hash never uploaded)."""
 
 @_typing.type_check_only
 class WorkerRegistryAsyncStub(WorkerRegistryStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Connect: _aio.StreamStreamMultiCallable[_worker_pb2.WorkerMessage, _worker_pb2.RegistryMessage]  # type: ignore[assignment]
+    FetchBundle: _aio.UnaryStreamMultiCallable[_worker_pb2.FetchBundleRequest, _worker_pb2.BundleChunk]  # type: ignore[assignment]
+    """The archive of a code bundle, in chunks (NOT_FOUND for a hash never uploaded)."""
 
 class WorkerRegistryServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -50,5 +54,13 @@ class WorkerRegistryServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_worker_pb2.WorkerMessage],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_worker_pb2.RegistryMessage], _abc.AsyncIterator[_worker_pb2.RegistryMessage]]: ...
+
+    @_abc_1.abstractmethod
+    def FetchBundle(
+        self,
+        request: _worker_pb2.FetchBundleRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_worker_pb2.BundleChunk], _abc.AsyncIterator[_worker_pb2.BundleChunk]]:
+        """The archive of a code bundle, in chunks (NOT_FOUND for a hash never uploaded)."""
 
 def add_WorkerRegistryServicer_to_server(servicer: WorkerRegistryServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

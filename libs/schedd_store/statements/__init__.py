@@ -16,8 +16,10 @@ Conventions:
 
 from schedd_store.statements.auth import *  # noqa: F403
 from schedd_store.statements.backfills import *  # noqa: F403
+from schedd_store.statements.bundles import *  # noqa: F403
 from schedd_store.statements.control import *  # noqa: F403
 from schedd_store.statements.dags import *  # noqa: F403
+from schedd_store.statements.deletion import *  # noqa: F403
 from schedd_store.statements.delivery import *  # noqa: F403
 from schedd_store.statements.dispatch import *  # noqa: F403
 from schedd_store.statements.fencing import *  # noqa: F403
@@ -32,4 +34,5 @@ from schedd_store.statements.retention import *  # noqa: F403
 from schedd_store.statements.runs import *  # noqa: F403
 from schedd_store.statements.schedules import *  # noqa: F403
 from schedd_store.statements.scheduling import *  # noqa: F403
+from schedd_store.statements.sensors import *  # noqa: F403
 from schedd_store.statements.transactional import *  # noqa: F403

@@ -12,9 +12,10 @@ from schedd_store.statements.guards import _sql
 #: (dag_runs_dag_run_id_key, dag_runs_dag_logical_date_key), mapped to a domain error by the caller.
 INSERT_RUN = _sql(
     "WITH run AS ("
-    "  INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date, conf) "
+    "  INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, logical_date, conf, "
+    "  trace_context) "
     "  SELECT d.dag_id, :run_id, d.latest_version_id, :run_type, 'queued', :logical_date, "
-    "  CAST(:conf AS jsonb) FROM dags d WHERE d.dag_id = :dag_id RETURNING id"
+    "  CAST(:conf AS jsonb), NULLIF(:trace_context, '') FROM dags d WHERE d.dag_id = :dag_id RETURNING id"
     f") SELECT id, pg_notify('{channels.RUNS}', id::text) FROM run"
 )
 
@@ -29,14 +30,43 @@ GET_RUN = _sql(
     "WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
 )
 
-LIST_RUNS = _sql(
-    f"SELECT {_RUN_COLUMNS} FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
-    "WHERE (CAST(:dag_id AS text) IS NULL OR r.dag_id = :dag_id) AND r.id < :before "
-    "AND (cardinality(CAST(:states AS text[])) = 0 OR r.state = ANY(CAST(:states AS text[]))) "
-    "AND (CAST(:run_type AS text) IS NULL OR r.run_type = :run_type) "
-    "AND (CAST(:date_from AS timestamptz) IS NULL OR r.logical_date >= CAST(:date_from AS timestamptz)) "
-    "AND (CAST(:date_until AS timestamptz) IS NULL OR r.logical_date < CAST(:date_until AS timestamptz)) "
-    "ORDER BY r.id DESC LIMIT :limit"
+#: The orders a list of runs can come in: (SQL order, keyset condition after the last row shown).
+#: The keyset compares (:after_date, :after_pk), the last row of the previous page; an empty first page
+#: passes NULL (logical date orders) or a bound beyond every id.
+_RUN_ORDERS = {
+    "create_time desc": ("r.id DESC", "r.id < :after_pk"),
+    "create_time": ("r.id", "r.id > :after_pk"),
+    "logical_date desc": (
+        "r.logical_date DESC, r.id DESC",
+        "(CAST(:after_date AS timestamptz) IS NULL "
+        "OR (r.logical_date, r.id) < (CAST(:after_date AS timestamptz), :after_pk))",
+    ),
+    "logical_date": (
+        "r.logical_date, r.id",
+        "(CAST(:after_date AS timestamptz) IS NULL "
+        "OR (r.logical_date, r.id) > (CAST(:after_date AS timestamptz), :after_pk))",
+    ),
+}
+
+#: Runs matching the filters, one page, in each of the orders above (by order name).
+LIST_RUNS = {
+    order: _sql(
+        f"SELECT {_RUN_COLUMNS} FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+        f"WHERE (CAST(:dag_id AS text) IS NULL OR r.dag_id = :dag_id) AND {keyset} "
+        "AND (cardinality(CAST(:states AS text[])) = 0 OR r.state = ANY(CAST(:states AS text[]))) "
+        "AND (CAST(:run_type AS text) IS NULL OR r.run_type = :run_type) "
+        "AND (CAST(:date_from AS timestamptz) IS NULL OR r.logical_date >= CAST(:date_from AS timestamptz)) "
+        "AND (CAST(:date_until AS timestamptz) IS NULL OR r.logical_date < CAST(:date_until AS timestamptz)) "
+        f"ORDER BY {sql_order} LIMIT :limit"
+    )
+    for order, (sql_order, keyset) in _RUN_ORDERS.items()
+}
+
+#: A task instance's stored result (and whether it has one), by names.
+GET_TASK_RESULT = _sql(
+    "SELECT ti.state, ti.try_number, ti.result, ti.result IS NOT NULL AS has_result "
+    "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
 )
 
 LIST_TASK_INSTANCES = _sql(

@@ -1,0 +1,60 @@
+"""Following a task's output: ``RunService.WatchTaskLogs`` streams an attempt's logs as they are written.
+
+The stream waits for a task that has not started yet (until its run ends: then NOT_FOUND says it never
+ran), follows one attempt (the one asked for, or the latest when the stream starts its first read),
+and ends with a message whose ``complete`` is true after that attempt has ended and its last output
+was read. Output is read again every ``POLL_SECONDS`` while the attempt runs; each read is bounded
+by ``max_bytes``, and a backlog is sent in as many messages as it takes. The client's deadline or
+cancellation ends the stream at any point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from schedd_core.errors import NotFound
+from schedd_store.logs import LogSlice
+
+#: How often a running attempt's output is read again.
+POLL_SECONDS = 0.25
+
+#: Reads logs: (try number, offset) -> the slice from there.
+ReadLogs = Callable[[int, int], Awaitable[LogSlice]]
+#: Whether the task's run has ended.
+RunEnded = Callable[[], Awaitable[bool]]
+
+
+async def follow_logs(
+    read: ReadLogs, run_ended: RunEnded, *, try_number: int, offset: int
+) -> AsyncIterator[LogSlice]:
+    """The attempt's output from ``offset`` as it is written, ending with a ``complete`` slice."""
+    first = await _first_read(read, run_ended, try_number, offset)
+    number = first.try_number
+    current = first
+    ended_seen = False
+    while True:
+        if current.data:
+            # Only the last message says complete: more may follow this one.
+            yield dataclasses.replace(current, complete=False)
+        if current.complete and not current.data:
+            if ended_seen:
+                yield current
+                return
+            # Output can arrive just after the attempt ended: read once more before ending.
+            ended_seen = True
+        elif not current.data:
+            await asyncio.sleep(POLL_SECONDS)
+        current = await read(number, current.next_offset)
+
+
+async def _first_read(read: ReadLogs, run_ended: RunEnded, try_number: int, offset: int) -> LogSlice:
+    """The first slice, once the task has an attempt to read; NotFound once its run ends without one."""
+    while True:
+        try:
+            return await read(try_number, offset)
+        except NotFound:
+            if await run_ended():
+                raise
+        await asyncio.sleep(POLL_SECONDS)
