@@ -3,10 +3,12 @@
 ``python -m schedd_devstack.run_local`` starts PostgreSQL and etcd with their data in
 ``.schedd/`` under the current directory (kept, so DAGs and runs survive a restart),
 migrates the database, starts the api, the registry, one scheduler and two workers
-(logs in ``.schedd/logs/``), registers every ``examples/*.yaml`` and ``examples/*.py`` with ``schedctl``,
+(logs in ``.schedd/logs/``), registers every ``examples/*.yaml`` and ``examples/*.py`` with ``schedctl``
+(``examples/`` as their code bundle),
 triggers ``diamond`` and waits for it, and then prints how to use ``schedctl`` against
-the running stack. Authentication is on: an admin token is written to ``.schedd/admin-token``
-and workers connect with a worker token. It keeps running until Ctrl-C or SIGTERM and then stops everything
+the running stack and where each service serves its Prometheus ``/metrics``.
+Authentication is on: an admin token is written to ``.schedd/admin-token`` and workers
+connect with a worker token. It keeps running until Ctrl-C or SIGTERM and then stops everything
 it started. Exit status: 0 after a requested stop, 1 when a step fails or a service
 dies (the message says which, with its log tail).
 """
@@ -95,7 +97,9 @@ def _register_examples(api: str, examples: Path) -> list[str]:
             raise StepFailed(f"creating pool {pool} failed: {(result.stderr or result.stdout).strip()}")
     registered = []
     for path in files:
-        result = _schedctl(api, "dags", "register", str(path))
+        # examples/ is the code bundle of every example (uploaded once): workers fetch it from their
+        # registry and run each run's tasks at the version it pins (docs/bundles.md).
+        result = _schedctl(api, "dags", "register", str(path), "--bundle", str(examples))
         if result.returncode != 0:
             raise StepFailed(
                 f"registering {path} failed (schedctl exit {result.returncode}):\n"
@@ -143,6 +147,9 @@ def _print_usage(cluster: Cluster, stack: DevStack, log_dir: Path) -> None:
         "For tools that talk to the stores directly:",
         f"  export SCHEDD_DATABASE_URL={shlex.quote(env['SCHEDD_DATABASE_URL'])}",
         f"  export SCHEDD_ETCD_ENDPOINTS={shlex.quote(env['SCHEDD_ETCD_ENDPOINTS'])}",
+        "",
+        "Prometheus metrics (docs/observability.md):",
+        *(f"  {name:<12} http://{address}/metrics" for name, address in cluster.metrics.items()),
         "",
         f"Service logs: {log_dir}/*.log   PostgreSQL and etcd: {stack.base_dir}",
         "Press [bold]Ctrl-C[/bold] to stop everything.",

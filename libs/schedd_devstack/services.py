@@ -14,6 +14,9 @@ only once
 * every worker is connected (its ``workers`` row is ``active`` and was written after
   the worker was started).
 
+Every service serves Prometheus ``/metrics`` on a free loopback port of its own, listed in
+:attr:`Cluster.metrics` by process name (``api``, ``registry``, ``scheduler-1``, ``worker-1``...).
+
 Every wait is bounded; a failure raises :class:`ClusterError` carrying the tail of the
 log of the process that failed (or of each candidate, when no single one is to blame),
 after stopping whatever had started. :meth:`Cluster.stop` stops workers first, then
@@ -414,6 +417,8 @@ class Cluster:
         self.schedulers: dict[str, ServiceProcess] = {}
         #: metrics address (host:port) by scheduler identity
         self.scheduler_metrics: dict[str, str] = {}
+        #: the ``/metrics`` address (host:port) of every service started, by process name
+        self.metrics: dict[str, str] = {}
         #: by worker id (``worker-N``), in start order
         self.workers: dict[str, ServiceProcess] = {}
         self._scheduler_seq = 0
@@ -728,6 +733,7 @@ class Cluster:
                 "SCHEDD_DATABASE_URL": self.database_url,
                 "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,  # for the leader status
                 "SCHEDD_API_LISTEN": self.api_address,
+                "SCHEDD_METRICS_LISTEN": self._metrics_address("api"),
             },
         )
         self.api.start()
@@ -746,6 +752,7 @@ class Cluster:
                 "SCHEDD_DATABASE_URL": self.database_url,
                 "SCHEDD_REGISTRY_LISTEN": self.registry_address,
                 "SCHEDD_REGISTRY_ID": identity,
+                "SCHEDD_METRICS_LISTEN": self._metrics_address("registry"),
             },
             kind="registry",
         )
@@ -770,6 +777,7 @@ class Cluster:
                 "SCHEDD_DATABASE_URL": self.database_url,
                 "SCHEDD_REGISTRY_LISTEN": address,
                 "SCHEDD_REGISTRY_ID": identity,
+                "SCHEDD_METRICS_LISTEN": self._metrics_address(name),
             },
             kind="registry",
             extra_env=env,
@@ -792,6 +800,11 @@ class Cluster:
             del self.registry_ids[address]
             proc = self._spawn_extra_registry(env=proc.env, name=proc.name)
         raise ClusterError(f"{proc.name} could not bind a free port in {_BIND_ATTEMPTS} attempts")
+
+    def _metrics_address(self, name: str) -> str:
+        """A free ``host:port`` for the ``/metrics`` of the service ``name``, recorded in ``metrics``."""
+        self.metrics[name] = f"{LOCALHOST}:{free_port()}"
+        return self.metrics[name]
 
     def _address_of(self, registry: ServiceProcess) -> str:
         return next(a for a, p in self.registries.items() if p is registry)
@@ -816,6 +829,7 @@ class Cluster:
         )
         self.schedulers[identity] = proc
         self.scheduler_metrics[identity] = metrics
+        self.metrics[proc.name] = metrics
         proc.start()
         return proc
 
@@ -843,6 +857,7 @@ class Cluster:
                 "SCHEDD_WORKER_CAPACITY": str(capacity or self.worker_capacity),
                 "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
                 "SCHEDD_TASK_DATABASE_URL": self.task_database_url,
+                "SCHEDD_METRICS_LISTEN": self._metrics_address(worker_id),
             },
             kind="worker",
             extra_env=env,

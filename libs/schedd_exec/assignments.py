@@ -82,14 +82,24 @@ class AssignmentBuilder:
             idempotency_key=key,
             params=convert.struct(params),
             upstream_results_json=json.dumps(upstream) if upstream else "",
+            traceparent=c.trace_context,
+            queued_time=convert.ts(c.queued_at),
         )
+        if c.data_interval_start is not None and c.data_interval_end is not None:
+            assignment.data_interval_start.FromDatetime(c.data_interval_start)
+            assignment.data_interval_end.FromDatetime(c.data_interval_end)
         if task.HasField("shell"):
             assignment.shell.CopyFrom(task.shell)
         elif task.HasField("python"):
             assignment.python.CopyFrom(task.python)
         assignment.transactional = task.transactional
+        assignment.code_bundle = dag.code_bundle  # the run's pinned version imports from this bundle only
         if task.HasField("execution_timeout"):
             assignment.execution_timeout.CopyFrom(task.execution_timeout)
+        if task.HasField("sensor"):
+            assignment.sensor.CopyFrom(task.sensor)
+            if c.first_poke_at is not None:
+                assignment.first_poke_time.FromDatetime(c.first_poke_at)
         return assignment
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_store import channels
 from schedd_store import statements as sql
+from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome, recorded_state
 
 #: Captured output kept per attempt; later chunks are dropped.
 MAX_LOG_BYTES_PER_ATTEMPT = 4 * 1024 * 1024
@@ -46,6 +47,12 @@ class ClaimedAttempt:
     #: The data interval of a scheduled or backfill run.
     data_interval_start: datetime | None = None
     data_interval_end: datetime | None = None
+    #: When the task instance was queued (None for rows queued before that was recorded).
+    queued_at: datetime | None = None
+    #: The run's ``traceparent`` ("" for an untraced run).
+    trace_context: str = ""
+    #: A reschedule-mode sensor: when the first poke of its current try started (None for the first).
+    first_poke_at: datetime | None = None
 
 
 class Outcome(enum.Enum):
@@ -72,6 +79,12 @@ class AttemptResult:
     #: JSON of the value the task returned; "" for none.
     result_json: str = ""
     abandoned: bool = False
+    #: A failure that running again cannot fix (the task's module does not import): no retry.
+    no_retry: bool = False
+    #: A reschedule-mode sensor's poke said "not yet": it pokes again then, in the same try.
+    reschedule_at: datetime | None = None
+    #: A soft-fail sensor passed its timeout: the task is skipped.
+    skipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,9 @@ async def claim_in(
             run_type=r.run_type,
             data_interval_start=r.data_interval_start,
             data_interval_end=r.data_interval_end,
+            queued_at=r.queued_at,
+            trace_context=r.trace_context or "",
+            first_poke_at=r.first_poke_at,
         )
         for r in rows
     ]
@@ -160,7 +176,8 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
     """
     if not results:
         return []
-    finished = [r for r in results if not r.abandoned]
+    finished = [r for r in results if not r.abandoned and not is_sensor_outcome(r)]
+    sensed = [r for r in results if not r.abandoned and is_sensor_outcome(r)]
     abandoned = [r for r in results if r.abandoned]
     params = {
         "ti_ids": [r.ti_id for r in finished],
@@ -172,6 +189,7 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
         "started": [r.started_at for r in finished],
         "ended": [r.ended_at for r in finished],
         "results": [r.result_json or None for r in finished],
+        "no_retries": [r.no_retry and not r.succeeded for r in finished],
     }
     applied: dict[str, int] = {}
     lost: set[int] = set()
@@ -182,11 +200,13 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
             applied = {str(r.attempt_id): r.run_pk for r in rows}
             if any(r.callbacks for r in rows):
                 await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+        if sensed:
+            applied |= await apply_sensor_outcomes(conn, sensed)
         if abandoned:
             lost = set(
                 await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id, r.try_number) for r in abandoned])
             )
-        rest = [r for r in finished if r.attempt_id not in applied]
+        rest = [r for r in (*finished, *sensed) if r.attempt_id not in applied]
         recorded: dict[str, str] = {}
         if rest:
             rows = (
@@ -200,7 +220,7 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
     for r in results:
         if r.attempt_id in applied or (r.abandoned and r.ti_id in lost):
             statuses.append(ReportStatus.APPLIED)
-        elif not r.abandoned and recorded.get(r.attempt_id) == ("success" if r.succeeded else "failed"):
+        elif not r.abandoned and recorded.get(r.attempt_id) == recorded_state(r):
             statuses.append(ReportStatus.DUPLICATE)
         else:
             statuses.append(ReportStatus.STALE)

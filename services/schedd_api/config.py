@@ -18,3 +18,5 @@ class ApiConfig:
     tls: ServerTLS | None = None
     #: ``SCHEDD_BOOTSTRAP_TOKEN``: stored as an admin token at start-up if it is not yet.
     bootstrap_token: str = ""
+    #: host:port to serve Prometheus metrics on (``/metrics``); empty for none.
+    metrics_listen: str = ""

@@ -11,15 +11,11 @@ import typer
 
 from schedd.v1 import api_pb2
 from schedd_api.access import AuditServicer, TokenServicer
+from schedd_api.bundles import MAX_REQUEST_BYTES, BundleServicer
 from schedd_api.config import ApiConfig
-from schedd_api.servicer import (
-    BackfillServicer,
-    ClusterServicer,
-    DagServicer,
-    PoolServicer,
-    RunServicer,
-    WorkerServicer,
-)
+from schedd_api.fleet_servicers import BackfillServicer, ClusterServicer, PoolServicer, WorkerServicer
+from schedd_api.metrics import ApiMetrics, MetricsInterceptor
+from schedd_api.servicer import DagServicer, RunServicer
 from schedd_api.watch import RunWatchers
 from schedd_auth.tokens import parse
 from schedd_coord.client import EtcdClient
@@ -33,6 +29,9 @@ from schedd_rpc.tls import ServerTLS
 from schedd_store import channels, tokens
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
+from schedd_telemetry import tracing
+from schedd_telemetry.grpc_spans import ServerSpanInterceptor
+from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.api")
 
@@ -76,6 +75,7 @@ async def serve(config: ApiConfig) -> None:
         "PoolService": PoolServicer(engine),
         "TokenService": TokenServicer(engine),
         "AuditService": AuditServicer(engine),
+        "BundleService": BundleServicer(engine),
     }
 
     def register(server: grpc.aio.Server) -> None:
@@ -87,7 +87,22 @@ async def serve(config: ApiConfig) -> None:
     if not config.auth:
         warn_auth_disabled("api")
     access = AccessInterceptor(engine, api_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth)
-    server, health = make_server(config.listen, SERVICES, register, tls=config.tls, interceptors=[access])
+    metrics = ApiMetrics()
+    # Outermost first: refused calls are counted and traced too.
+    interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
+    if tracing.enabled():
+        interceptors.append(ServerSpanInterceptor("schedd.api"))
+    interceptors.append(access)
+    server, health = make_server(
+        config.listen,
+        SERVICES,
+        register,
+        tls=config.tls,
+        interceptors=interceptors,
+        max_message_bytes=MAX_REQUEST_BYTES,  # a code bundle at its limit
+    )
+    if config.metrics_listen:
+        metrics.serve(config.metrics_listen)
     stop = stop_signals()
     await listener.start(wait=False)  # the api serves (UNAVAILABLE) while the database is down
     await server.start()
@@ -106,15 +121,17 @@ def cli(
     database_url: str = typer.Option(..., envvar="SCHEDD_DATABASE_URL", help="postgresql+asyncpg://..."),
     listen: str = typer.Option("127.0.0.1:50051", envvar="SCHEDD_API_LISTEN"),
     etcd_endpoints: str = typer.Option("", envvar="SCHEDD_ETCD_ENDPOINTS", help="for leader status"),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the schedd public API.
 
     TLS: ``SCHEDD_TLS_CERT_FILE``, ``SCHEDD_TLS_KEY_FILE`` and, for mutual TLS,
     ``SCHEDD_TLS_CLIENT_CA_FILE``. Authentication: ``SCHEDD_AUTH`` (``tokens``, the default, or
-    ``none``); ``SCHEDD_BOOTSTRAP_TOKEN`` stores a first admin token.
+    ``none``); ``SCHEDD_BOOTSTRAP_TOKEN`` stores a first admin token. Logs: ``SCHEDD_LOG_FORMAT``
+    (``text`` or ``json``); tracing: the standard ``OTEL_*`` variables (docs/observability.md).
     """
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_telemetry("schedd-api", log_level)
     try:
         config = ApiConfig(
             database_url=database_url,
@@ -123,6 +140,7 @@ def cli(
             auth=auth_enabled(),
             tls=ServerTLS.from_env(os.environ),
             bootstrap_token=os.environ.get("SCHEDD_BOOTSTRAP_TOKEN", ""),
+            metrics_listen=metrics_listen,
         )
         asyncio.run(serve(config))
     except InvalidArgument as exc:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
+from schedd_core.params import check_run_params
 from schedd_core.spec import MAX_PARAMS_BYTES, check_id
 from schedd_core.states import RunType
-from schedd_store import runs
+from schedd_store import dags, runs
 from schedd_store.records import RunRecord
 from schedd_store.requests import RequestKey
 from schedd_store.schedules import run_id_for
+from schedd_telemetry import tracing
 
 
 async def trigger(
@@ -30,9 +34,16 @@ async def trigger(
 ) -> RunRecord:
     """Create a manual run. ``run_id`` defaults to ``manual__<logical date>`` (see
     :func:`schedd_store.schedules.run_id_for`); ``conf`` may
-    take at most as many bytes (``conf_bytes``, serialized) as a task's params."""
+    take at most as many bytes (``conf_bytes``, serialized) as a task's params, and the params it gives
+    (the DAG's defaults, the conf on top) must fit the DAG's param schemas. With tracing on, the
+    run keeps the trace context of the current span (the ``CreateRun`` call's), which the spans of
+    its tasks continue."""
     if conf_bytes > MAX_PARAMS_BYTES:
         raise InvalidArgument("conf", f"is {conf_bytes} bytes; the limit is {MAX_PARAMS_BYTES}")
+    # Against the latest version, which the run is pinned to (a registration in between may pin a
+    # newer one; its params were checked against its own schemas' defaults when it was registered).
+    with contextlib.suppress(DecodeError):  # a stored spec that cannot be read: the leader fails the run
+        check_run_params((await dags.get_dag(engine, dag_id)).spec, conf)
     when = logical_date or clock.now()
     if run_id:
         check_id("run_id", run_id)
@@ -46,4 +57,5 @@ async def trigger(
         logical_date=when,
         conf=conf,
         request=request,
+        trace_context=tracing.traceparent() if tracing.enabled() else "",
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -48,7 +48,7 @@ class Dispatcher:
         builder: AssignmentBuilder,
         *,
         claim_batch: int,
-        on_assigned: Callable[[int], None] | None = None,
+        on_assigned: Callable[[Sequence[worker_pb2.Assignment]], None] | None = None,
         silent_after: float = 15.0,
         faults: FaultPoints | None = None,
     ) -> None:
@@ -126,8 +126,8 @@ class Dispatcher:
                 continue
             self._faults.hit("registry.claimed")
             self.claimed_total += len(claimed)
-            if self._on_assigned is not None:
-                self._on_assigned(len(claimed))
+            if self._on_assigned is not None:  # before sending: it may set the assignments' traceparent
+                self._on_assigned([assignment for _, assignment in claimed])
             per_worker: dict[str, list[worker_pb2.Assignment]] = {}
             too_big: list[worker_pb2.Assignment] = []
             for worker_id, assignment in claimed:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Sequence
 
 import grpc
 import typer
@@ -20,6 +21,7 @@ from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import RegistryMetrics
 from schedd_registry.servicer import WorkerRegistryServicer
+from schedd_registry.task_spans import TaskSpans
 from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
 from schedd_rpc.server import auth_enabled, make_server, set_serving, stop_signals, warn_auth_disabled
@@ -27,6 +29,7 @@ from schedd_rpc.tls import ServerTLS
 from schedd_store import channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
+from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.registry")
 
@@ -38,17 +41,24 @@ async def serve(config: RegistryConfig) -> None:
         config.database_url, pool_size=config.db_pool_size, application_name="schedd-registry"
     )
     metrics = RegistryMetrics()
+    spans = TaskSpans(config.identity)
+
+    def claimed(assignments: Sequence[worker_pb2.Assignment]) -> None:
+        metrics.claimed(assignments)
+        spans.claimed(assignments)
+
     dispatcher = Dispatcher(
         engine,
         AssignmentBuilder(engine),
         claim_batch=config.claim_batch,
-        on_assigned=metrics.assigned.inc,
+        on_assigned=claimed,
         silent_after=config.windows.ack_window,
         faults=FaultPoints.from_env(os.environ),
     )
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
     relay = CallbackRelay(engine, dispatcher)
     servicer.on_callback_done = relay.callback_done
+    servicer.on_applied = metrics.applied
     listener = Listener(
         config.database_url,
         {
@@ -115,8 +125,9 @@ def cli(
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the worker registry. TLS and authentication as for the api (``SCHEDD_TLS_*``,
-    ``SCHEDD_AUTH``): workers connect with tokens of role worker."""
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ``SCHEDD_AUTH``): workers connect with tokens of role worker. Logs: ``SCHEDD_LOG_FORMAT``
+    (``text`` or ``json``); tracing: the standard ``OTEL_*`` variables."""
+    setup_telemetry("schedd-registry", log_level)
     try:
         windows = AttemptWindows(
             heartbeat_interval=heartbeat_interval,

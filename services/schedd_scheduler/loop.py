@@ -42,6 +42,7 @@ from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.planner import plan_run, plan_timeout
 from schedd_core.states import TASK_FINISHED, TaskState
 from schedd_scheduler.metrics import SchedulerMetrics
+from schedd_scheduler.pass_spans import PassSpans
 from schedd_scheduler.pending import Changes, PendingRuns
 from schedd_scheduler.run_cache import RunCache
 from schedd_store import planning_reads, scheduling
@@ -74,6 +75,7 @@ class SchedulingLoop:
         self._batch_size = batch_size
         self._pass_budget = pass_budget
         self._metrics = metrics
+        self._spans = PassSpans(engine)
         self._stopping = asyncio.Event()
         #: Set once the first pass of the term (a full scan) has committed.
         self.first_pass_done = asyncio.Event()
@@ -203,6 +205,7 @@ class SchedulingLoop:
             self._metrics.passes.inc()
             self._metrics.tasks_queued.inc(outcome.queued)
             self._metrics.pass_seconds.observe(time.perf_counter() - started)
+        self._spans.passed(outcome.written, outcome.queued, time.perf_counter() - started)
         return outcome.queued
 
     async def _load(

@@ -24,6 +24,7 @@ from schedd_store import channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
 from schedd_store.retention import DAY, Retention
+from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.scheduler")
 
@@ -126,8 +127,11 @@ def cli(
     ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
-    """Run a scheduler replica: campaign for leadership and schedule while leading."""
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """Run a scheduler replica: campaign for leadership and schedule while leading.
+
+    Logs: ``SCHEDD_LOG_FORMAT`` (``text`` or ``json``); tracing: the standard ``OTEL_*`` variables.
+    """
+    setup_telemetry("schedd-scheduler", log_level)
     try:
         ExecutorKind(executor)
     except ValueError:

@@ -35,3 +35,10 @@ class WorkerConfig:
     token: str = ""
     #: TLS to the registries: the CA to verify them and, for mutual TLS, this worker's certificate.
     tls: ClientTLS | None = None
+    #: host:port to serve Prometheus metrics on (``/metrics``); empty for none.
+    metrics_listen: str = ""
+    #: Where code bundles are unpacked (``schedd_exec.bundle_cache``); empty: a directory of this
+    #: worker id in the system's temporary directory.
+    bundle_cache_dir: str = ""
+    #: Bytes of unpacked bundles kept on disk (bundles in use are kept anyway).
+    bundle_cache_bytes: int = 1024 * 1024 * 1024

@@ -14,6 +14,7 @@ import typer
 from schedd_core.errors import InvalidArgument
 from schedd_rpc.server import stop_signals
 from schedd_rpc.tls import ClientTLS
+from schedd_telemetry.setup import setup_telemetry
 from schedd_worker.agent import WorkerAgent, bounded
 from schedd_worker.config import WorkerConfig
 from schedd_worker.liveness import keep_liveness, liveness_timing
@@ -24,6 +25,8 @@ log = logging.getLogger("schedd.worker")
 async def serve(config: WorkerConfig) -> None:
     stop = stop_signals()
     agent = WorkerAgent(config)
+    if config.metrics_listen:
+        agent.metrics.serve(config.metrics_listen)
     liveness = None
     if config.etcd_endpoints:
         liveness = asyncio.create_task(
@@ -113,13 +116,21 @@ def cli(
         "", envvar="SCHEDD_TLS_CERT_FILE", help="this worker's certificate (mutual TLS)"
     ),
     tls_key: str = typer.Option("", envvar="SCHEDD_TLS_KEY_FILE", help="its key"),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
+    bundle_cache_dir: str = typer.Option(
+        "", envvar="SCHEDD_BUNDLE_CACHE_DIR", help="where code bundles are unpacked (default: a temp dir)"
+    ),
+    bundle_cache_mib: int = typer.Option(
+        1024, envvar="SCHEDD_BUNDLE_CACHE_MIB", min=0, help="MiB of unpacked code bundles kept on disk"
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a worker: connect to a registry and run the tasks it assigns. SIGTERM drains it.
 
     The worker token comes from ``SCHEDD_WORKER_TOKEN`` (or the file ``SCHEDD_WORKER_TOKEN_FILE``).
+    Logs: ``SCHEDD_LOG_FORMAT`` (``text`` or ``json``); tracing: the standard ``OTEL_*`` variables.
     """
-    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_telemetry("schedd-worker", log_level)
     hostname = socket.gethostname()
     with_lease = bool(etcd_endpoints)
     grace = default_kill_grace(lease_ttl, with_lease) if kill_grace is None else kill_grace
@@ -139,6 +150,9 @@ def cli(
         task_database_url=task_database_url,
         token=read_token(token_file),
         tls=client_tls(tls_ca, tls_cert, tls_key),
+        metrics_listen=metrics_listen,
+        bundle_cache_dir=bundle_cache_dir,
+        bundle_cache_bytes=bundle_cache_mib * 1024 * 1024,
     )
     asyncio.run(serve(config))
 

@@ -1,0 +1,56 @@
+"""The compose file: valid against the Compose Specification's schema (check-jsonschema's vendored
+copy), every schedd container's command, options, environment and health check agree with the
+programs (``tests.deploy.consistency``), the migration runs first, workers scale, Prometheus
+scrapes every service, and the stack runs with tokens and TLS."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.deploy import compose_wiring, consistency, schemas, sources
+from tests.deploy.containers import Container, compose_containers
+
+
+def test_the_compose_file_is_valid_against_the_compose_specification() -> None:
+    assert schemas.check_compose_schema(sources.compose()) == []
+
+
+@pytest.mark.parametrize("container", compose_containers(sources.compose()), ids=lambda c: c.where)
+def test_each_schedd_container_agrees_with_its_program(container: Container) -> None:
+    assert consistency.check_container(container, kubernetes=False) == []
+
+
+def test_migration_first_health_checks_and_scalable_workers() -> None:
+    assert compose_wiring.check_services(sources.compose()) == []
+
+
+def test_prometheus_scrapes_every_service_on_its_metrics_port() -> None:
+    prometheus = sources.load_yaml(sources.PROMETHEUS_FILE)
+    assert compose_wiring.check_scrape_config(sources.compose(), prometheus) == []
+
+
+def test_servers_require_tokens_and_serve_tls_from_mounted_certificates() -> None:
+    services = sources.compose()["services"]
+    for name in ("api", "registry"):
+        env = services[name]["environment"]
+        assert env["SCHEDD_AUTH"] == "tokens"
+        assert set(services[name]["secrets"]) >= {"tls-server-cert", "tls-server-key"}
+        assert env["SCHEDD_TLS_CERT_FILE"] == "/run/secrets/tls-server-cert"
+        assert env["SCHEDD_TLS_KEY_FILE"] == "/run/secrets/tls-server-key"
+    worker = services["worker"]["environment"]
+    assert worker["SCHEDD_TLS_CA_FILE"] == "/run/secrets/tls-ca"
+    assert worker["SCHEDD_WORKER_TOKEN_FILE"].startswith("/tokens/")
+    # Tasks inherit the worker's environment: it must hold no database credentials.
+    assert not {"SCHEDD_DATABASE_URL", "PGPASSWORD"} & set(worker)
+
+
+def test_the_observability_profile_has_a_collector_prometheus_and_a_provisioned_grafana() -> None:
+    services = sources.compose()["services"]
+    profiled = {name for name, s in services.items() if "observability" in (s.get("profiles") or [])}
+    assert profiled == {"otel-collector", "prometheus", "grafana"}
+    provider = sources.load_yaml(sources.DEPLOY / "grafana" / "provisioning" / "dashboards" / "schedd.yaml")
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in services["grafana"]["volumes"]}
+    dashboards_dir = mounted[provider["providers"][0]["options"]["path"]]
+    assert (sources.COMPOSE_FILE.parent / dashboards_dir / sources.DASHBOARD_FILE.name).resolve() == (
+        sources.DASHBOARD_FILE
+    )
