@@ -1,7 +1,7 @@
 """ETL with TaskFlow: extract >> transform >> load, a report, and a cleanup on failure.
 
-``load(transform(extract()))`` declares the edges as in Airflow; the values flow at run time
-through the stored return values (``schedd_sdk.upstream_results()``), not through arguments.
+As in Airflow's TaskFlow, ``transform(raw)`` passes ``extract``'s return value to ``transform``
+at run time and makes the edge; ``summary["total"]`` passes one key of ``transform``'s dict.
 The retries and backoff of the Python tasks are declared where the functions are
 (``examples/tasks/etl.py``); ``default_args`` gives the shell tasks theirs.
 
@@ -27,7 +27,7 @@ def etl_taskflow() -> None:
     """Extract rows, summarise them, load the summary; report on success, clean up on failure."""
     raw = extract()
     summary = transform(raw)
-    loaded = load(summary)
+    loaded = load(summary["total"], rows=summary["rows"])
     loaded >> shell('echo "loaded: $SCHEDD_UPSTREAM_RESULTS"', task_id="report")
     [raw, summary, loaded] >> shell(
         'echo "a step failed in run $SCHEDD_RUN_ID; cleaning up"',

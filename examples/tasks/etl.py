@@ -1,8 +1,8 @@
 """Tasks of ``examples/etl_taskflow.py``: extract, transform and load some rows.
 
-Workers import this module as ``examples.tasks.etl`` and call the functions with ``params``
-and/or ``context`` when they declare them. Upstream return values come from
-``upstream_results()``, not from arguments.
+Workers import this module as ``examples.tasks.etl`` and call the functions with the arguments
+of their calls in the DAG (upstream return values, resolved from the stored results) and with
+``params`` and/or ``context`` when they declare them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from schedd_sdk import task, upstream_results
+from schedd_sdk import task
 
 
 @task(
@@ -28,15 +28,13 @@ def extract(params: dict[str, Any]) -> list[dict[str, int]]:
 
 
 @task(retries=2, retry_delay=timedelta(seconds=1), retry_exponential_backoff=True)
-def transform() -> dict[str, int]:
-    """Summarise the rows ``extract`` returned."""
-    rows: list[dict[str, int]] = upstream_results().get("extract", [])
+def transform(rows: list[dict[str, int]]) -> dict[str, int]:
+    """Summarise the rows ``extract`` returned (a dict return: its keys can be passed on alone)."""
     return {"rows": len(rows), "total": sum(r["amount"] for r in rows)}
 
 
 @task(retries=1)
-def load(context: dict[str, str]) -> dict[str, Any]:
+def load(total: int, rows: int, context: dict[str, str]) -> dict[str, Any]:
     """Pretend to write the summary; returns what it wrote."""
-    summary: dict[str, int] = upstream_results().get("transform", {})
-    print(f"run {context.get('SCHEDD_RUN_ID', '?')}: loading {summary}")
-    return {"loaded": summary, "run_id": context.get("SCHEDD_RUN_ID", "")}
+    print(f"run {context.get('SCHEDD_RUN_ID', '?')}: loading total={total} of {rows} rows")
+    return {"loaded": {"rows": rows, "total": total}, "run_id": context.get("SCHEDD_RUN_ID", "")}

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from schedd_core.graph import DagGraph
-from schedd_core.planner import PAST_OK, TaskSnapshot
+from schedd_core.planner import PAST_OK, TaskSnapshot, upstream_counts
+from schedd_core.sensor_wait import sensor_wait_reason
 from schedd_core.states import TaskState
-from schedd_core.triggers import UpstreamCounts, Verdict, evaluate
+from schedd_core.triggers import Verdict, evaluate, evaluate_setups
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ def explain(graph: DagGraph, facts: ExplainFacts, tasks: Mapping[str, TaskSnapsh
             )
         )
         reasons.append(f"try {facts.try_number} of {facts.max_tries} failed; it retries {when}")
+    if s is TaskState.UP_FOR_RESCHEDULE:
+        reasons.append(sensor_wait_reason(facts.try_number, facts.next_retry_at, facts.now))
     if s is TaskState.QUEUED:
         reasons.append(
             f"it is queued on queue {facts.queue!r}, waiting for a worker with a free slot"
@@ -81,14 +84,13 @@ def explain(graph: DagGraph, facts: ExplainFacts, tasks: Mapping[str, TaskSnapsh
 
 def _upstream_reasons(graph: DagGraph, tid: str, tasks: Mapping[str, TaskSnapshot]) -> list[str]:
     node = graph.nodes[tid]
+    if node.indirect_setups:
+        setups = {u: (tasks[u].state if u in tasks else TaskState.NONE) for u in sorted(node.indirect_setups)}
+        if evaluate_setups(upstream_counts(graph, node.indirect_setups, setups)) is not Verdict.READY:
+            waiting = ", ".join(f"{u} ({v.value})" for u, v in setups.items() if v is not TaskState.SUCCESS)
+            return [f"it is in the scope of setup tasks that have not succeeded: {waiting}"]
     states = {u: (tasks[u].state if u in tasks else TaskState.NONE) for u in sorted(node.upstream)}
-    counts = UpstreamCounts(
-        total=len(states),
-        success=sum(1 for v in states.values() if v is TaskState.SUCCESS),
-        failed=sum(1 for v in states.values() if v in (TaskState.FAILED, TaskState.UPSTREAM_FAILED)),
-        skipped=sum(1 for v in states.values() if v is TaskState.SKIPPED),
-    )
-    verdict = evaluate(node.trigger_rule, counts)
+    verdict = evaluate(node.trigger_rule, upstream_counts(graph, node.upstream, states))
     if verdict is Verdict.READY:
         return []
     pending = [

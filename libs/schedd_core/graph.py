@@ -32,6 +32,14 @@ class TaskNode:
     callback_events: tuple[str, ...] = ()
     #: Runs only once the same task of the DAG's previous run succeeded or was skipped.
     depends_on_past: bool = False
+    setup: bool = False
+    teardown: bool = False
+    #: Setup tasks whose scope holds this task but which are not its direct upstream tasks (Airflow's
+    #: "relevant" setups: ancestors that have no teardown or a teardown downstream of this task). The
+    #: task runs only once they all succeeded (``schedd_core.triggers.evaluate_setups``).
+    indirect_setups: frozenset[str] = frozenset()
+    #: For a setup task: the tasks that have it among their ``indirect_setups``.
+    scope: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ class DagGraph:
     dag_id: str
     order: tuple[str, ...]
     nodes: dict[str, TaskNode]
+    #: The tasks whose states decide the run's: as in Airflow, the tasks that are not teardowns and
+    #: have no downstream tasks other than teardowns (the plain leaves when no task is such).
     leaves: frozenset[str]
     #: 0 means no limit / no timeout.
     max_active_runs: int = 0
@@ -62,6 +72,7 @@ class DagGraph:
         downs = downstream_map(spec)
         order = tuple(graphlib.TopologicalSorter(ups).static_order())
         weights = _effective_weights(spec, ups, downs, order)
+        setups = _indirect_setups(spec, ups, downs, order)
         nodes = {
             t.task_id: TaskNode(
                 task_id=t.task_id,
@@ -78,10 +89,19 @@ class DagGraph:
                 max_active_instances=t.max_active_instances,
                 callback_events=_events(t.on_success, t.on_failure, t.on_retry),
                 depends_on_past=t.depends_on_past,
+                setup=t.setup,
+                teardown=t.teardown,
+                indirect_setups=setups.get(t.task_id, frozenset()),
+                scope=frozenset(tid for tid, of in setups.items() if t.task_id in of)
+                if t.setup
+                else frozenset(),
             )
             for t in spec.tasks
         }
-        leaves = frozenset(tid for tid, d in downs.items() if not d)
+        teardowns = {t.task_id for t in spec.tasks if t.teardown}
+        leaves = frozenset(
+            tid for tid, d in downs.items() if tid not in teardowns and d <= teardowns
+        ) or frozenset(tid for tid, d in downs.items() if not d)
         run_timeout = (
             spec.dagrun_timeout.ToTimedelta().total_seconds() if spec.HasField("dagrun_timeout") else 0.0
         )
@@ -100,6 +120,30 @@ class DagGraph:
 def _events(success: Sequence[object], failure: Sequence[object], retry: Sequence[object]) -> tuple[str, ...]:
     named = (("success", success), ("failure", failure), ("retry", retry))
     return tuple(name for name, callbacks in named if len(callbacks))
+
+
+def _indirect_setups(
+    spec: pb.DagSpec, ups: dict[str, set[str]], downs: dict[str, set[str]], order: tuple[str, ...]
+) -> dict[str, frozenset[str]]:
+    """Per task that is not a teardown, its relevant setups that are not direct upstream tasks
+    (Airflow's ``get_upstreams_only_setups``); empty in a DAG without setup tasks."""
+    setups = {t.task_id for t in spec.tasks if t.setup}
+    if not setups:
+        return {}
+    teardowns = {t.task_id for t in spec.tasks if t.teardown}
+    reach_up = _closure(order, ups)
+    reach_down = _closure(reversed(order), downs)
+    result: dict[str, frozenset[str]] = {}
+    for tid in order:
+        if tid in teardowns:
+            continue
+        below = reach_down[tid] & teardowns
+        relevant = {
+            s for s in reach_up[tid] & setups if not (downs[s] & teardowns) or downs[s] & teardowns & below
+        }
+        if relevant - ups[tid]:
+            result[tid] = frozenset(relevant - ups[tid])
+    return result
 
 
 def _effective_weights(

@@ -4,7 +4,9 @@ The planner never reads a clock or a database. It walks the run's tasks in
 topological order over *projected* states, so a failure propagates
 ``upstream_failed`` down a whole chain in one pass. The plan says which task
 instances to queue, skip or mark upstream_failed, and whether the run is
-finished; the store applies it in one fenced transaction.
+finished; the store applies it in one fenced transaction. A task inside a setup task's scope is
+held by that setup (Airflow's setup constraint, ``schedd_core.triggers.evaluate_setups``) before its
+own trigger rule is asked; the run's state is decided by its leaves other than teardowns.
 
 A task with ``depends_on_past`` is ready only once the same task of the DAG's previous run
 (by logical date) succeeded or was skipped; the caller passes those states (``past``). It
@@ -24,15 +26,15 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from schedd_core.graph import DagGraph
-from schedd_core.states import TASK_FINISHED, RunState, TaskState
-from schedd_core.triggers import UpstreamCounts, Verdict, evaluate
+from schedd_core.states import TASK_FINISHED, WAITING_TO_RUN, RunState, TaskState
+from schedd_core.triggers import UpstreamCounts, Verdict, evaluate, evaluate_setups
 
 
 class TaskSnapshot(NamedTuple):
     """What the planner knows of one task instance (a tuple: the scheduler builds thousands a pass)."""
 
     state: TaskState
-    #: UP_FOR_RETRY and its retry time has come.
+    #: UP_FOR_RETRY and its retry time has come (UP_FOR_RESCHEDULE: its next poke time has).
     retry_due: bool = False
     #: UP_FOR_RETRY and no retry time was set yet.
     retry_unscheduled: bool = False
@@ -111,14 +113,14 @@ def plan_run(
         state = snap.state
         if state is TaskState.UP_FOR_RETRY and snap.retry_unscheduled:
             plan.to_schedule_retry.append(tid)
-        elif state is TaskState.UP_FOR_RETRY and snap.retry_due:
+        elif state in (TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE) and snap.retry_due:
             plan.to_queue.append(tid)
             state = TaskState.QUEUED
         elif state in _READY_FROM:
             if _excluded_by_branch(graph, tid, projected, tasks):
                 verdict = Verdict.SKIP
             else:
-                verdict = evaluate(graph.nodes[tid].trigger_rule, _count(graph, tid, projected))
+                verdict = _verdict(graph, tid, projected)
             if verdict is Verdict.READY and not _past_allows(graph, tid, past):
                 pass  # waits for the same task of the previous run
             elif verdict is Verdict.READY:
@@ -132,7 +134,7 @@ def plan_run(
                 state = TaskState.UPSTREAM_FAILED
         projected[tid] = state
         if affected is not None and state is not snap.state:
-            affected.update(graph.nodes[tid].downstream)
+            affected.update(graph.nodes[tid].downstream, graph.nodes[tid].scope)
     plan.run_state = run_outcome(graph, projected)
     return plan
 
@@ -143,7 +145,7 @@ _NEW = TaskSnapshot(TaskState.NONE)
 def _affected(graph: DagGraph, tasks: Mapping[str, TaskSnapshot], focus: Collection[str]) -> set[str]:
     affected = {tid for tid in focus if tid in graph.nodes}
     for tid in list(affected):
-        affected.update(graph.nodes[tid].downstream)
+        affected.update(graph.nodes[tid].downstream, graph.nodes[tid].scope)
     affected.update(graph.past_dependent)
     if len(tasks) < len(graph.nodes):
         affected.update(tid for tid in graph.order if tid not in tasks)
@@ -168,20 +170,49 @@ def _excluded_by_branch(
     return False
 
 
-def _count(graph: DagGraph, tid: str, states: Mapping[str, TaskState]) -> UpstreamCounts:
-    success = failed = skipped = removed = 0
-    for up in graph.nodes[tid].upstream:
-        s = states[up]
+def _verdict(graph: DagGraph, tid: str, states: Mapping[str, TaskState]) -> Verdict:
+    """The setup constraint over the task's indirect setups first, then its trigger rule."""
+    node = graph.nodes[tid]
+    if node.indirect_setups:
+        verdict = evaluate_setups(upstream_counts(graph, node.indirect_setups, states))
+        if verdict is not Verdict.READY:
+            return verdict
+    return evaluate(node.trigger_rule, upstream_counts(graph, node.upstream, states))
+
+
+def upstream_counts(
+    graph: DagGraph, task_ids: Collection[str], states: Mapping[str, TaskState]
+) -> UpstreamCounts:
+    """The counts of ``task_ids`` by state for the trigger rules (removed tasks left out: a removed
+    task no longer constrains its downstream tasks; a task without a state counts as not done)."""
+    success = failed = upstream_failed = skipped = removed = setups = setup_success = setup_skipped = 0
+    for up in task_ids:
+        s = states.get(up, TaskState.NONE)
         if s is TaskState.REMOVED:
-            removed += 1  # a removed task no longer constrains its downstream tasks
-        elif s is TaskState.SUCCESS:
+            removed += 1
+            continue
+        setup = graph.nodes[up].setup
+        setups += setup
+        if s is TaskState.SUCCESS:
             success += 1
-        elif s in (TaskState.FAILED, TaskState.UPSTREAM_FAILED):
+            setup_success += setup
+        elif s is TaskState.FAILED:
             failed += 1
+        elif s is TaskState.UPSTREAM_FAILED:
+            failed += 1
+            upstream_failed += 1
         elif s is TaskState.SKIPPED:
             skipped += 1
+            setup_skipped += setup
     return UpstreamCounts(
-        total=len(graph.nodes[tid].upstream) - removed, success=success, failed=failed, skipped=skipped
+        total=len(task_ids) - removed,
+        success=success,
+        failed=failed,
+        skipped=skipped,
+        upstream_failed=upstream_failed,
+        setups=setups,
+        setup_success=setup_success,
+        setup_skipped=setup_skipped,
     )
 
 
@@ -208,6 +239,6 @@ def plan_timeout(graph: DagGraph, tasks: Mapping[str, TaskSnapshot]) -> RunPlan:
             plan.to_skip.append(tid)
         elif snap.state is TaskState.RUNNING:
             plan.to_fail.append(tid)
-        elif snap.state in (TaskState.NONE, TaskState.SCHEDULED, TaskState.QUEUED, TaskState.UP_FOR_RETRY):
+        elif snap.state in WAITING_TO_RUN:
             plan.to_skip.append(tid)
     return plan

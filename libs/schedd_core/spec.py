@@ -19,6 +19,9 @@ from google.protobuf import duration_pb2
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument, quote
+from schedd_core.params import check_param_schemas
+from schedd_core.sensor_spec import check_sensor
+from schedd_core.templates import check_template
 from schedd_core.timetables import timetable_of
 
 #: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.
@@ -74,10 +77,11 @@ def check_duration(field: str, value: duration_pb2.Duration, *, positive: bool =
 def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = None) -> None:
     """Raise :class:`InvalidArgument` for the first problem found in ``spec``.
 
-    Checks ids, duplicates, unknown upstream ids, cycles (the message lists the
-    cycle), every numeric option against its bounds, size limits and, when
-    ``known_pools`` (pool name -> slots) is given, that every pool exists and has
-    room for each task's ``pool_slots``.
+    Checks ids, duplicates, unknown upstream ids, cycles (the message lists the cycle), setup and
+    teardown flags against their trigger rule, that a Python task's arguments refer only to its
+    direct upstream tasks' results, every numeric option against its bounds, size limits and, when
+    ``known_pools`` (pool name -> slots) is given, that every pool exists and has room for each
+    task's ``pool_slots``.
     """
     size = spec.ByteSize()
     if size > MAX_SPEC_BYTES:
@@ -99,6 +103,7 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
         if not tag or len(tag) > MAX_TAG_CHARS:
             raise InvalidArgument(f"spec.tags[{i}]", f"must have 1 to {MAX_TAG_CHARS} characters")
     _check_params("spec.params", spec)
+    check_param_schemas(spec)
     _check_callbacks("spec", spec, ("on_failure", "on_success"))
     timetable_of(spec)  # schedule, time zone, start and end dates
 
@@ -113,6 +118,8 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
             )
         seen[task.task_id] = i
         _validate_task_options(where, task, pools)
+        if task.HasField("shell"):
+            check_template(f"{where}.shell.command", task.shell.command)
 
     for i, task in enumerate(spec.tasks):
         for j, up in enumerate(task.upstream):
@@ -120,6 +127,14 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
                 raise InvalidArgument(f"spec.tasks[{i}].upstream[{j}]", f"unknown task id {up!r}")
             if up == task.task_id:
                 raise InvalidArgument(f"spec.tasks[{i}].upstream[{j}]", "a task cannot depend on itself")
+        _check_setup_teardown(f"spec.tasks[{i}]", task)
+        if task.group:
+            check_id(f"spec.tasks[{i}].group", task.group)
+        for ref_field, ref in _result_references(f"spec.tasks[{i}].python", task.python):
+            if ref.task_id not in task.upstream:
+                raise InvalidArgument(
+                    ref_field, f"refers to the result of {ref.task_id!r}, which is not an upstream task"
+                )
 
     graph = upstream_map(spec)
     try:
@@ -151,6 +166,8 @@ def _check_callbacks(where: str, owner: pb.DagSpec | pb.TaskSpec, events: tuple[
                 raise InvalidArgument(field, "needs a target: python or webhook_url")
             if kind == "python" and not _PYTHON_TARGET.fullmatch(callback.python.target):
                 raise InvalidArgument(f"{field}.python.target", "must look like 'package.module:function'")
+            if kind == "python" and (callback.python.args or callback.python.kwargs):
+                raise InvalidArgument(f"{field}.python", "a callback takes no arguments: it gets the event")
             if kind == "webhook_url" and (
                 not re.fullmatch(r"https?://[^\s/$.?#][^\s]*", callback.webhook_url)
                 or len(callback.webhook_url) > MAX_URL_CHARS
@@ -210,6 +227,42 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: dict[str, int] 
         raise InvalidArgument(f"{where}.env", f"is {env_bytes} bytes; the limit is {MAX_ENV_BYTES}")
     _check_params(f"{where}.params", task)
     _check_callbacks(where, task, ("on_failure", "on_retry", "on_success"))
+    check_sensor(where, task)
+
+
+def _check_setup_teardown(where: str, task: pb.TaskSpec) -> None:
+    """Airflow's rules: a task is a setup or a teardown, not both; a teardown's trigger rule is
+    ``all_done_setup_success``, and that rule is a teardown's only."""
+    if task.setup and task.teardown:
+        raise InvalidArgument(f"{where}.teardown", "a task cannot be both a setup and a teardown")
+    setup_rule = task.trigger_rule == pb.TRIGGER_RULE_ALL_DONE_SETUP_SUCCESS
+    if task.teardown and not setup_rule:
+        raise InvalidArgument(
+            f"{where}.trigger_rule", "a teardown task's trigger rule is all_done_setup_success"
+        )
+    if setup_rule and not task.teardown:
+        raise InvalidArgument(
+            f"{where}.trigger_rule", "all_done_setup_success is the rule of teardown tasks only"
+        )
+
+
+def _result_references(where: str, python: pb.PythonCallable) -> list[tuple[str, pb.ResultReference]]:
+    """Every upstream result a Python task's arguments refer to, with its field path."""
+    found: list[tuple[str, pb.ResultReference]] = []
+    pending: list[tuple[str, pb.Argument]] = [(f"{where}.args[{k}]", a) for k, a in enumerate(python.args)]
+    pending += [(f"{where}.kwargs[{quote(k)}]", a) for k, a in sorted(python.kwargs.items())]
+    while pending:
+        field, arg = pending.pop()
+        kind = arg.WhichOneof("value")
+        if kind is None:
+            raise InvalidArgument(field, "needs a value: literal, result, list or map")
+        if kind == "result":
+            found.append((f"{field}.result", arg.result))
+        elif kind == "list":
+            pending += [(f"{field}.list.items[{k}]", a) for k, a in enumerate(arg.list.items)]
+        elif kind == "map":
+            pending += [(f"{field}.map.fields[{quote(k)}]", a) for k, a in sorted(arg.map.fields.items())]
+    return found
 
 
 def upstream_map(spec: pb.DagSpec) -> dict[str, set[str]]:

@@ -24,6 +24,8 @@ class TaskState(enum.StrEnum):
     UPSTREAM_FAILED = "upstream_failed"
     UP_FOR_RETRY = "up_for_retry"
     REMOVED = "removed"
+    #: A reschedule-mode sensor between two pokes of one try: it holds no slot until its next poke.
+    UP_FOR_RESCHEDULE = "up_for_reschedule"
 
 
 class RunState(enum.StrEnum):
@@ -44,23 +46,56 @@ T = TaskState
 #: target state -> states it may be entered from.
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     T.NONE: frozenset(
-        {T.SCHEDULED, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.UP_FOR_RETRY, T.REMOVED}
+        {
+            T.SCHEDULED,
+            T.QUEUED,
+            T.SUCCESS,
+            T.FAILED,
+            T.SKIPPED,
+            T.UPSTREAM_FAILED,
+            T.UP_FOR_RETRY,
+            T.REMOVED,
+            T.UP_FOR_RESCHEDULE,
+        }
     ),  # a clear
-    T.SCHEDULED: frozenset({T.NONE, T.UP_FOR_RETRY}),
+    T.SCHEDULED: frozenset({T.NONE, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}),
     # RUNNING -> QUEUED: the attempt was lost with its worker and runs again.
-    T.QUEUED: frozenset({T.NONE, T.SCHEDULED, T.UP_FOR_RETRY, T.RUNNING}),
+    T.QUEUED: frozenset({T.NONE, T.SCHEDULED, T.UP_FOR_RETRY, T.RUNNING, T.UP_FOR_RESCHEDULE}),
     T.RUNNING: frozenset({T.QUEUED}),
     T.SUCCESS: frozenset(
-        {T.RUNNING, T.NONE, T.SCHEDULED, T.QUEUED, T.FAILED, T.UPSTREAM_FAILED, T.SKIPPED, T.UP_FOR_RETRY}
+        {
+            T.RUNNING,
+            T.NONE,
+            T.SCHEDULED,
+            T.QUEUED,
+            T.FAILED,
+            T.UPSTREAM_FAILED,
+            T.SKIPPED,
+            T.UP_FOR_RETRY,
+            T.UP_FOR_RESCHEDULE,
+        }
     ),  # from a worker, or marked by a user
     T.FAILED: frozenset(
-        {T.RUNNING, T.QUEUED, T.NONE, T.SCHEDULED, T.SUCCESS, T.UP_FOR_RETRY, T.SKIPPED, T.UPSTREAM_FAILED}
+        {
+            T.RUNNING,
+            T.QUEUED,
+            T.NONE,
+            T.SCHEDULED,
+            T.SUCCESS,
+            T.UP_FOR_RETRY,
+            T.SKIPPED,
+            T.UPSTREAM_FAILED,
+            T.UP_FOR_RESCHEDULE,
+        }
     ),  # from a worker, a zombie, or a user
-    # From QUEUED and UP_FOR_RETRY too: the run was cancelled or timed out before the task ran.
-    T.SKIPPED: frozenset({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}),
+    # From QUEUED, UP_FOR_RETRY and UP_FOR_RESCHEDULE too: the run was cancelled or timed out before
+    # the task ran (again). From RUNNING: a soft-fail sensor passed its timeout.
+    T.SKIPPED: frozenset({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE, T.RUNNING}),
     T.UPSTREAM_FAILED: frozenset({T.NONE, T.SCHEDULED}),
     T.UP_FOR_RETRY: frozenset({T.RUNNING, T.QUEUED}),
     T.REMOVED: frozenset({T.NONE, T.SCHEDULED}),
+    # A reschedule-mode sensor's poke said "not yet".
+    T.UP_FOR_RESCHEDULE: frozenset({T.RUNNING}),
 }
 
 #: States in which a task instance will not change again unless a user clears it.
@@ -87,6 +122,17 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 
 RUN_FINISHED: frozenset[RunState] = frozenset({R.SUCCESS, R.FAILED})
 
+#: Task instances that have not run and wait to (again): what cancelling a run or its timeout skips.
+WAITING_TO_RUN: frozenset[TaskState] = frozenset(
+    {
+        TaskState.NONE,
+        TaskState.SCHEDULED,
+        TaskState.QUEUED,
+        TaskState.UP_FOR_RETRY,
+        TaskState.UP_FOR_RESCHEDULE,
+    }
+)
+
 
 class AttemptState(enum.StrEnum):
     """One row of ``task_attempts``: created ``running`` when a registry claims the task instance."""
@@ -96,6 +142,10 @@ class AttemptState(enum.StrEnum):
     FAILED = "failed"
     #: Failed over: the worker died, was cut off, or handed the attempt back.
     LOST = "lost"
+    #: A reschedule-mode sensor's poke said "not yet"; the next poke is a new attempt of the same try.
+    RESCHEDULED = "rescheduled"
+    #: A soft-fail sensor passed its timeout.
+    SKIPPED = "skipped"
 
 
 A = AttemptState
@@ -105,6 +155,8 @@ ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
     A.SUCCESS: frozenset({A.RUNNING}),
     A.FAILED: frozenset({A.RUNNING}),
     A.LOST: frozenset({A.RUNNING}),
+    A.RESCHEDULED: frozenset({A.RUNNING}),
+    A.SKIPPED: frozenset({A.RUNNING}),
 }
 
 

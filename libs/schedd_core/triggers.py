@@ -1,8 +1,15 @@
 """Trigger rules: when a task may run, given what its upstream tasks did.
 
 ``evaluate`` is a pure function of the counts of upstream states. It answers
-READY, WAIT, SKIP or UPSTREAM_FAILED with the semantics Airflow users know.
-A task without upstream tasks is always READY.
+READY, WAIT, SKIP or UPSTREAM_FAILED with Airflow 3's semantics (its
+``TriggerRuleDep``), rule by rule, including when a verdict is reached before
+every upstream task is done. A task without upstream tasks is always READY.
+Removed upstream tasks are not counted at all (the caller leaves them out).
+
+``evaluate_setups`` is Airflow's *setup constraint*: a task inside the scope of
+a setup task that is not its direct upstream (an *indirect* setup) runs only
+once every such setup succeeded. ``tests/unit/test_triggers.py`` holds a table
+per rule and upstream state combination.
 """
 
 from __future__ import annotations
@@ -23,6 +30,11 @@ class TriggerRule(enum.StrEnum):
     NONE_FAILED_MIN_ONE_SUCCESS = "none_failed_min_one_success"
     NONE_SKIPPED = "none_skipped"
     ALWAYS = "always"
+    ONE_DONE = "one_done"
+    ALL_SKIPPED = "all_skipped"
+    ALL_DONE_MIN_ONE_SUCCESS = "all_done_min_one_success"
+    #: The rule of teardown tasks, and only theirs.
+    ALL_DONE_SETUP_SUCCESS = "all_done_setup_success"
 
     @classmethod
     def from_proto(cls, value: int) -> TriggerRule:
@@ -44,10 +56,19 @@ class Verdict(enum.Enum):
 
 @dataclass(frozen=True)
 class UpstreamCounts:
+    """How many direct upstream tasks (removed ones left out) are in which finished state."""
+
     total: int
     success: int = 0
-    failed: int = 0  # failed or upstream_failed
+    #: failed or upstream_failed.
+    failed: int = 0
     skipped: int = 0
+    #: Of ``failed``, those upstream_failed (``one_done`` does not count them as done).
+    upstream_failed: int = 0
+    #: Of ``total``, the setup tasks, and of those the ones that succeeded and were skipped.
+    setups: int = 0
+    setup_success: int = 0
+    setup_skipped: int = 0
 
     @property
     def done(self) -> int:
@@ -96,4 +117,37 @@ def evaluate(rule: TriggerRule, c: UpstreamCounts) -> Verdict:
             if c.skipped:
                 return Verdict.SKIP
             return Verdict.READY if all_done else Verdict.WAIT
+        case TriggerRule.ONE_DONE:
+            if c.success or c.failed - c.upstream_failed:
+                return Verdict.READY
+            return Verdict.SKIP if all_done else Verdict.WAIT
+        case TriggerRule.ALL_SKIPPED:
+            if c.success or c.failed:
+                return Verdict.SKIP
+            return Verdict.READY if c.skipped == c.total else Verdict.WAIT
+        case TriggerRule.ALL_DONE_MIN_ONE_SUCCESS:
+            if c.skipped:
+                return Verdict.SKIP  # Airflow: a skipped upstream is not "done" for this rule
+            if not all_done:
+                return Verdict.WAIT
+            return Verdict.READY if c.success else Verdict.UPSTREAM_FAILED
+        case TriggerRule.ALL_DONE_SETUP_SUCCESS:
+            if not all_done:
+                return Verdict.WAIT
+            if c.setups and c.setup_skipped >= c.setups:
+                return Verdict.SKIP
+            if c.setups and not c.setup_success:
+                return Verdict.UPSTREAM_FAILED
+            return Verdict.READY
     raise AssertionError(f"unhandled trigger rule {rule}")
+
+
+def evaluate_setups(c: UpstreamCounts) -> Verdict:
+    """Airflow's setup constraint over a task's indirect setups (counted in ``c``): a failure
+    (failed or upstream_failed) makes the task UPSTREAM_FAILED and a skip SKIPPED at once; it is
+    READY (its own trigger rule decides next) once all of them succeeded, and WAITs until then."""
+    if c.failed:
+        return Verdict.UPSTREAM_FAILED
+    if c.skipped:
+        return Verdict.SKIP
+    return Verdict.READY if c.success == c.total else Verdict.WAIT

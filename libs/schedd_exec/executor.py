@@ -20,11 +20,19 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from google.protobuf import json_format
+
 from schedd.v1 import worker_pb2
+from schedd_core.arguments import ARGUMENTS_ENV
+from schedd_core.templates import RenderError
+from schedd_exec.bundle_cache import BundleCache
+from schedd_exec.bundle_pools import BundlePools
 from schedd_exec.outcome import Outcome
 from schedd_exec.python_pool import PythonPool
 from schedd_exec.reaper import Reaper
+from schedd_exec.sensor_loop import poke_until_done
 from schedd_exec.shell import run_shell
+from schedd_exec.templating import rendered_command
 from schedd_rpc import convert
 from schedd_store.engine import asyncpg_dsn
 
@@ -43,6 +51,7 @@ class AttemptExecutor:
         on_output: OutputSink | None = None,
         on_done: DoneSink,
         task_database_url: str = "",
+        bundles: BundleCache | None = None,
     ) -> None:
         self._kill_grace = kill_grace
         self._task_dsn = asyncpg_dsn(task_database_url) if task_database_url else ""
@@ -52,6 +61,17 @@ class AttemptExecutor:
         self._pool = (
             PythonPool(python_workers, kill_grace=kill_grace, reaper=self.reaper)
             if python_workers > 0
+            else None
+        )
+        # A Python task of a run pinning a code bundle runs in a pool of that bundle only.
+        self._bundle_pools = (
+            BundlePools(
+                bundles,
+                lambda path: PythonPool(
+                    python_workers, kill_grace=kill_grace, reaper=self.reaper, import_path=path
+                ),
+            )
+            if bundles is not None and python_workers > 0
             else None
         )
         self._running: dict[str, tuple[worker_pb2.Assignment, asyncio.Task[None]]] = {}
@@ -71,6 +91,8 @@ class AttemptExecutor:
 
     async def close(self) -> None:
         await self.cancel_all("the executor is closing")
+        if self._bundle_pools is not None:
+            await self._bundle_pools.close()
         if self._pool is not None:
             await self._pool.close()
         if self._reaper_watch is not None:
@@ -98,6 +120,11 @@ class AttemptExecutor:
     @property
     def running(self) -> list[worker_pb2.Assignment]:
         return [a for a, _ in self._running.values()]
+
+    @property
+    def running_count(self) -> int:
+        """How many attempts run now; safe to read from another thread (a metrics scrape)."""
+        return len(self._running)
 
     def is_running(self, attempt_id: str) -> bool:
         return attempt_id in self._running
@@ -136,7 +163,10 @@ class AttemptExecutor:
     async def _run(self, assignment: worker_pb2.Assignment) -> None:
         started = datetime.now(UTC)
         try:
-            outcome = await self._execute(assignment)
+            if assignment.HasField("sensor"):
+                outcome = await poke_until_done(assignment, self._execute)
+            else:
+                outcome = await self._execute(assignment)
         except asyncio.CancelledError:
             outcome = Outcome(
                 False, -1, "stopped before it finished", started, datetime.now(UTC), abandoned=True
@@ -156,6 +186,10 @@ class AttemptExecutor:
         env = dict(assignment.env)
         if assignment.upstream_results_json:
             env["SCHEDD_UPSTREAM_RESULTS"] = assignment.upstream_results_json
+        if assignment.python.args or assignment.python.kwargs:  # the child resolves them
+            env[ARGUMENTS_ENV] = json_format.MessageToJson(
+                assignment.python, preserving_proto_field_name=True
+            )
         timeout = (
             assignment.execution_timeout.ToTimedelta().total_seconds()
             if assignment.HasField("execution_timeout")
@@ -166,8 +200,15 @@ class AttemptExecutor:
         if action == "shell":
             if assignment.HasField("params"):
                 env["SCHEDD_PARAMS"] = json.dumps(convert.from_struct(assignment.params))
+            try:
+                command = rendered_command(assignment)
+            except RenderError as exc:
+                now = datetime.now(UTC)
+                return Outcome(False, -1, str(exc), now, now)
+            if command != assignment.shell.command and sink is not None:
+                sink(f"[schedd] rendered command: {command}\n".encode())
             return await run_shell(
-                assignment.shell.command,
+                command,
                 env=env,
                 timeout=timeout,
                 kill_grace=self._kill_grace,
@@ -192,13 +233,31 @@ class AttemptExecutor:
                     "try_number": assignment.attempt.try_number,
                     "started_at": datetime.now(UTC).isoformat(),
                 }
-            py = await self._pool.run(
-                assignment.python.target, env=env, timeout=timeout, params=params, transaction=transaction
-            )
+            if assignment.code_bundle:
+                if self._bundle_pools is None:
+                    raise RuntimeError("this executor cannot run code bundles (it has no bundle cache)")
+                py = await self._bundle_pools.run(
+                    assignment.code_bundle,
+                    assignment.python.target,
+                    env=env,
+                    timeout=timeout,
+                    params=params,
+                    transaction=transaction,
+                )
+            else:
+                py = await self._pool.run(
+                    assignment.python.target, env=env, timeout=timeout, params=params, transaction=transaction
+                )
             if py.output and sink is not None:
                 sink(py.output.encode())
             return Outcome(
-                py.succeeded, py.exit_code, py.error, py.started_at, py.ended_at, result_json=py.result_json
+                py.succeeded,
+                py.exit_code,
+                py.error,
+                py.started_at,
+                py.ended_at,
+                result_json=py.result_json,
+                no_retry=not py.retryable,
             )
         raise ValueError("the assignment has no action")
 

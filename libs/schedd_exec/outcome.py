@@ -17,3 +17,10 @@ class Outcome:
     result_json: str = ""
     #: The attempt was stopped before it finished (cancelled, drained, lease lost): run it again.
     abandoned: bool = False
+    #: A failure that running again cannot fix (the task's module does not import): no retries.
+    no_retry: bool = False
+    #: A reschedule-mode sensor's poke said "not yet" (``succeeded`` is True: the poke ran): it pokes
+    #: again at this time, in the same try.
+    reschedule_at: datetime | None = None
+    #: A soft-fail sensor passed its timeout (``succeeded`` is False): the task is skipped.
+    skipped: bool = False

@@ -14,7 +14,9 @@ frame the child sends is ``{"ready": pid}``.
 Request: ``{"target": "pkg.mod:func", "env": {...}, "params": {...} | null}``.
 Reply: ``{"ok": bool, "code": int, "error": str, "result": str, "recycle": bool}``
 where ``result`` is the JSON text of the return value ("" for None) and
-``recycle`` asks the parent to retire this child (its state looks damaged).
+``recycle`` asks the parent to retire this child (its state looks damaged). A reply
+for a target that cannot be resolved (its module fails to import, with the traceback
+in ``error``; the name is missing or not callable) also has ``"no_retry": true``.
 EOF on stdin makes the child exit with status 0.
 
 The task's output: fds 1 and 2 of the child are, for its whole life, the
@@ -28,7 +30,8 @@ it after each task. Per task the child:
 * imports the module with :func:`importlib.import_module` (cached in
   ``sys.modules``: a module is imported once per child, so code changed on
   disk is seen only by new children);
-* calls the function with the keyword arguments it declares among
+* calls the function with its arguments, when the task has any (``SCHEDD_TASK_ARGUMENTS``, resolved
+  from the upstream results by :mod:`schedd_core.arguments`), and the keyword arguments it declares among
   ``params`` (the request's params, ``{}`` when absent) and ``context`` (the
   ``SCHEDD_*`` identity variables present in the task's environment, keyed by
   their variable names); a function taking ``**kwargs`` gets both; an
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import inspect
 import json
@@ -58,6 +62,8 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
+
+from schedd_core.arguments import ARGUMENTS_ENV, ArgumentError, resolve_arguments
 
 CONTEXT_VARS = (
     "SCHEDD_DAG_ID",
@@ -98,30 +104,41 @@ class _Callable:
         self.wants_connection = accepts("connection")
 
 
+def _upstream_results() -> dict[str, Any]:
+    raw = os.environ.get("SCHEDD_UPSTREAM_RESULTS", "")
+    value = json.loads(raw) if raw else {}
+    return value if isinstance(value, dict) else {}
+
+
 class TaskError(Exception):
     """A failure to report with this message and no traceback."""
+
+
+class TargetError(TaskError):
+    """The target cannot be resolved (its module does not import, the name is missing or not
+    callable): running the task again cannot help, so the reply says ``no_retry``."""
 
 
 def resolve(target: str) -> Callable[..., Any]:
     """``pkg.mod:func`` (or ``pkg.mod:Class.method``) to the callable it names."""
     module_name, sep, attr_path = target.partition(":")
     if not sep or not module_name or not attr_path:
-        raise TaskError(f"invalid target {target!r}: expected 'package.module:function'")
+        raise TargetError(f"invalid target {target!r}: expected 'package.module:function'")
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:
-        raise TaskError(
+        raise TargetError(
             f"cannot import module {module_name!r} for target {target!r}: " + _trimmed(exc)
         ) from exc
     for part in attr_path.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise TaskError(
+            raise TargetError(
                 f"cannot find {attr_path!r} in module {module_name!r} (target {target!r})"
             ) from None
     if not callable(obj):
-        raise TaskError(f"target {target!r} is not callable (it is a {type(obj).__name__})")
+        raise TargetError(f"target {target!r} is not callable (it is a {type(obj).__name__})")
     return obj  # type: ignore[no-any-return]
 
 
@@ -190,23 +207,28 @@ class Child:
                 kwargs["params"] = params
             if entry.wants_context:
                 kwargs["context"] = {k: os.environ[k] for k in CONTEXT_VARS if k in os.environ}
+            func = entry.func
+            if ARGUMENTS_ENV in env:
+                args, named = resolve_arguments(env[ARGUMENTS_ENV], _upstream_results())
+                func = functools.partial(func, *args, **named)
             transaction = request.get("transaction")
             if transaction is not None:
                 import asyncio  # only now: importing it costs a child ~50 ms at start-up
 
                 from schedd_exec.transactional import run_in_transaction
 
-                result = asyncio.run(
-                    run_in_transaction(entry.func, kwargs, entry.wants_connection, transaction)
-                )
+                result = asyncio.run(run_in_transaction(func, kwargs, entry.wants_connection, transaction))
                 return self._encode_result(result)
-            result = entry.func(**kwargs)
+            result = func(**kwargs)
             if inspect.isawaitable(result):
                 import asyncio  # only now: importing it costs a child ~50 ms at start-up
 
                 coro: Coroutine[Any, Any, Any] = _await(result)
                 result = asyncio.run(coro)
-        except TaskError as exc:
+        except TargetError as exc:
+            # A failed import can leave half-imported modules behind: this child is retired.
+            return {**_reply(False, 1, str(exc)), "no_retry": True, "recycle": True}
+        except (TaskError, ArgumentError) as exc:
             return _reply(False, 1, str(exc))
         except SystemExit as exc:
             return _exit_reply(exc.code)
@@ -289,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply-fd", type=int, required=True)
     parser.add_argument("--max-result-bytes", type=int, default=64 * 1024)
     parser.add_argument("--parent-pid", type=int, default=0)
+    parser.add_argument("--import-path", default="", help="a code bundle's directory, instead of the cwd")
     args = parser.parse_args(argv)
     _die_with_parent(args.parent_pid)
 
@@ -303,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
 
     cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
+    if args.import_path:
+        # A code bundle's child: the bundle comes first, so every module it holds is imported from it.
+        sys.path.insert(0, args.import_path)
+    elif cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
 
     Child(req_fd, args.reply_fd, args.max_result_bytes).serve()

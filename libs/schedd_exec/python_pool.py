@@ -96,6 +96,9 @@ class PyOutcome:
     """What the task wrote to stdout and stderr, possibly truncated with a marker."""
     started_at: datetime
     ended_at: datetime
+    #: False when running the task again cannot help (its module does not import, its function
+    #: is missing): the task fails without retries.
+    retryable: bool = True
 
 
 class PoolClosedError(RuntimeError):
@@ -187,7 +190,9 @@ class PythonPool:
     Use ``await pool.start()`` ... ``await pool.close()``, or ``async with``.
     Children run with the working directory the pool was created in (which is
     on their ``sys.path``) and the worker's environment less schedd's own settings
-    (``schedd_exec.environment``).
+    (``schedd_exec.environment``). With ``import_path`` (an unpacked code bundle,
+    ``schedd_exec.bundle_pools``) that directory is first on their ``sys.path``, so every
+    child of the pool imports the modules it holds from it.
     """
 
     def __init__(
@@ -200,6 +205,7 @@ class PythonPool:
         kill_grace: float = 2.0,
         recycle_after: int = 1000,
         reaper: Reaper | None = None,
+        import_path: str | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("size must be at least 1")
@@ -212,6 +218,7 @@ class PythonPool:
         self._kill_grace = kill_grace
         self._recycle_after = recycle_after
         self._reaper = reaper
+        self._import_path = import_path
         self._cwd = os.getcwd()
         self._children: set[_Child] = set()
         self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
@@ -350,6 +357,7 @@ class PythonPool:
                         output=child.read_output(self._max_output_bytes),
                         started_at=started,
                         ended_at=datetime.now(UTC),
+                        retryable=not reply.get("no_retry", False),
                     )
                 except (KeyError, TypeError, ValueError):
                     reply = _Exited(-1)
@@ -419,6 +427,7 @@ class PythonPool:
                 str(self._max_result_bytes),
                 "--parent-pid",
                 str(os.getpid()),
+                *(("--import-path", self._import_path) if self._import_path else ()),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=out_fd,
                 stderr=out_fd,

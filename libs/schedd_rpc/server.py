@@ -29,17 +29,19 @@ def make_server(
     *,
     tls: ServerTLS | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """A server on ``address`` with the services ``register`` adds, plus health and reflection,
     serving TLS when ``tls`` is given and plaintext otherwise, every call passing ``interceptors``.
 
+    Requests and responses are at most ``max_message_bytes``.
     Returns the server (not started) and its health servicer; every named service starts SERVING.
     """
     server = grpc.aio.server(
         interceptors=list(interceptors),
         options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
         ],
     )

@@ -21,8 +21,9 @@
 ``etl().to_spec()`` is the ``schedd.v1.DagSpec``; ``schedctl dags register FILE.py`` registers
 every DAG the file defines (:func:`schedd_sdk.loader.load_dags`).
 
-Modules: :mod:`~schedd_sdk.dags` (``DAG``, ``@dag``), :mod:`~schedd_sdk.tasks` (``Task``,
-``@task``, ``shell``, edges), :mod:`~schedd_sdk.options` (options, ``Callback``, the rules),
+Modules: :mod:`~schedd_sdk.dags` (``DAG``, ``@dag``), :mod:`~schedd_sdk.functions` (``@task``),
+:mod:`~schedd_sdk.tasks` (``Task``, ``shell``, edges), :mod:`~schedd_sdk.arguments` (TaskFlow
+values), :mod:`~schedd_sdk.options` (options, ``Callback``, the rules),
 :mod:`~schedd_sdk.compile` (to the spec, validation), :mod:`~schedd_sdk.loader` (DAG files),
 :mod:`~schedd_sdk.targets` (import paths), :mod:`~schedd_sdk.runtime` (helpers for running
 tasks), :mod:`~schedd_sdk.errors`.
@@ -33,17 +34,25 @@ is stable. Python tasks are named ``module:qualname`` and checked to resolve, in
 the decorated function. Not guaranteed: that workers have those modules (they import them from
 their installed packages and their working directory, the repository root).
 
-The arguments of a task call (``load(extract())``) declare dependencies only; they are not
-passed at run time (see :mod:`schedd_sdk.tasks`).
+The arguments of a task call (``load(transform(extract()))``) are passed at run time, resolved
+from the upstream tasks' stored return values, and declare the edges (:mod:`schedd_sdk.arguments`);
+:mod:`~schedd_sdk.groups` has task groups, :mod:`~schedd_sdk.setup_teardown` setup and teardown
+tasks.
 """
 
 from __future__ import annotations
 
+from schedd_sdk.arguments import TaskResult
 from schedd_sdk.dags import DAG, DagFunction, dag
 from schedd_sdk.errors import DagDefinitionError, DagLoadError, DagValidationError
+from schedd_sdk.functions import TaskFunction, task
+from schedd_sdk.groups import TaskGroup, task_group
 from schedd_sdk.options import Callback, TaskOptions, TriggerRule, WeightRule
+from schedd_sdk.params import Param
 from schedd_sdk.runtime import upstream_results
-from schedd_sdk.tasks import Task, TaskFunction, chain, shell, task
+from schedd_sdk.sensors import PokeReturnValue as PokeReturnValue
+from schedd_sdk.setup_teardown import setup, teardown
+from schedd_sdk.tasks import Task, chain, shell
 
 __all__ = [
     "DAG",
@@ -52,14 +61,20 @@ __all__ = [
     "DagFunction",
     "DagLoadError",
     "DagValidationError",
+    "Param",
     "Task",
     "TaskFunction",
+    "TaskGroup",
     "TaskOptions",
+    "TaskResult",
     "TriggerRule",
     "WeightRule",
     "chain",
     "dag",
+    "setup",
     "shell",
     "task",
+    "task_group",
+    "teardown",
     "upstream_results",
 ]

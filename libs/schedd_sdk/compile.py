@@ -21,6 +21,10 @@ edges                            ``upstream`` of the downstream task, in declare
 ``trigger_rule`` (all_success)   ``trigger_rule`` (UNSPECIFIED = all_success)
 ``params`` / ``env``             ``params`` (Struct) / ``env``
 ``@task.branch``                 ``branch``
+call arguments                   ``python.args`` / ``python.kwargs`` (literals, results)
+``.as_setup()`` / ``@setup``     ``setup``
+``.as_teardown()`` / teardown    ``teardown`` (and ``trigger_rule`` all_done_setup_success)
+``TaskGroup`` / ``@task_group``  ``group`` (the group's path; ids carry its prefix)
 ``max_active_instances``         ``max_active_instances``
 ``transactional``                ``transactional``
 ``depends_on_past``              ``depends_on_past``
@@ -47,6 +51,7 @@ from schedd_core.spec import validate_spec
 from schedd_core.triggers import TriggerRule
 from schedd_sdk.errors import DagValidationError
 from schedd_sdk.options import Callback, WeightRule, to_duration, to_struct
+from schedd_sdk.params import check_params
 
 if TYPE_CHECKING:
     from schedd_sdk.dags import DAG
@@ -80,6 +85,9 @@ def compile_dag(dag: DAG) -> pb.DagSpec:
         spec.dagrun_timeout.CopyFrom(to_duration(dag.dagrun_timeout))
     if dag.params is not None:
         spec.params.CopyFrom(to_struct(dag.params))
+    if dag.param_schemas is not None:
+        spec.param_schemas.CopyFrom(to_struct(dag.param_schemas))
+        check_params(dag.dag_id, spec)
     spec.on_failure.extend(_callbacks(dag.on_failure))
     spec.on_success.extend(_callbacks(dag.on_success))
     return spec
@@ -98,6 +106,16 @@ def compile_task(task: Task) -> pb.TaskSpec:
         spec.shell.command = task.command
     elif task.target is not None:
         spec.python.target = task.target
+        if task.arguments is not None:
+            spec.python.args.extend(task.arguments.args)
+            for name, argument in task.arguments.kwargs.items():
+                spec.python.kwargs[name].CopyFrom(argument)
+    spec.setup = task.setup
+    spec.teardown = task.teardown
+    if task.sensor is not None:
+        spec.sensor.CopyFrom(task.sensor)
+    if task.group is not None:
+        spec.group = task.group.path
     spec.retries = o.retries or 0
     spec.retry_exponential_backoff = bool(o.retry_exponential_backoff)
     if o.retry_delay is not None:

@@ -41,7 +41,9 @@ from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
 from schedd_sdk import context
 from schedd_sdk.errors import DagDefinitionError
+from schedd_sdk.groups import TaskGroup
 from schedd_sdk.options import Callback, Callbacks, Checker, DurationLike, Options
+from schedd_sdk.params import split_params
 from schedd_sdk.tasks import Task
 
 __all__ = ["DAG", "DagFunction", "dag"]
@@ -89,6 +91,7 @@ class DAG:
             check_id("dag_id", dag_id)
         except InvalidArgument as exc:
             raise DagDefinitionError(f"{where}: {exc}") from None
+        params, self.param_schemas = split_params(params)
         check = Checker(
             {
                 "description": description,
@@ -129,6 +132,7 @@ class DAG:
         #: ``default_args`` checked; the base of every task's options.
         self.default_options = Options.parse(self.default_args, f"{where}: default_args")
         self._tasks: dict[str, Task] = {}
+        self._groups: dict[str, TaskGroup] = {}
         self._tokens: list[Token[DAG | None]] = []
         #: The ``@dag`` function that built this DAG, if any.
         self.built_by: DagFunction | None = None
@@ -160,6 +164,19 @@ class DAG:
                 f"DAG {self.dag_id!r} already has a task {task.task_id!r}: task ids must be unique"
             )
         self._tasks[task.task_id] = task
+
+    @property
+    def groups(self) -> tuple[TaskGroup, ...]:
+        """The task groups, in definition order."""
+        return tuple(self._groups.values())
+
+    def add_group(self, group: TaskGroup) -> None:
+        """Register a new task group (called by :class:`~schedd_sdk.groups.TaskGroup`); its path is new."""
+        if group.path in self._groups:
+            raise DagDefinitionError(
+                f"DAG {self.dag_id!r} already has a task group {group.path!r}: group ids must be unique"
+            )
+        self._groups[group.path] = group
 
     def unique_task_id(self, base: str) -> str:
         """``base`` if unused, else ``base__1``, ``base__2``, ... (Airflow's rule for TaskFlow ids)."""

@@ -10,10 +10,12 @@ The module's name is what workers will import for the Python tasks defined in th
 dotted path relative to the current directory, or else to the first ``sys.path`` entry that
 contains it through identifier-named directories (``examples/etl.py`` loaded from the repository
 root is ``examples.etl``). Run the loader from the directory workers run in, the repository
-root. While the file is imported, that root and the file's own directory are put in front of
-``sys.path`` (so it can import its siblings and its packages), and the module is registered in
-``sys.modules`` under its name; both are restored afterwards. The file is executed afresh on
-every call. Modules it imports stay imported, as with any import.
+root; for a file of a code bundle (``import_root``), names are relative to the bundle's import
+root first, as workers import the bundle from there. While the file is imported, that root and
+the file's own directory are put in front of ``sys.path`` (so it can import its siblings and
+its packages), and the module is registered in ``sys.modules`` under its name; both are
+restored afterwards. The file is executed afresh on every call. Modules it imports stay
+imported, as with any import.
 
 Errors, each a :class:`~schedd_sdk.errors.DagLoadError` whose message starts with the path: the
 file is missing or not ``.py``; importing it raises (the exception and the traceback from the
@@ -71,10 +73,15 @@ class _Place:
     detached: bool
 
 
-def load_dags(path: str | os.PathLike[str]) -> list[pb.DagSpec]:
-    """Import the Python file ``path`` and return the specs of the DAGs it defines, validated."""
+def load_dags(path: str | os.PathLike[str], import_root: Path | None = None) -> list[pb.DagSpec]:
+    """Import the Python file ``path`` and return the specs of the DAGs it defines, validated.
+
+    ``import_root`` is the root of the code bundle the file belongs to
+    (``schedd_core.bundle_archive.import_root``): workers put the bundle there, so module names
+    are derived from it first, and it counts as a directory workers have on their path.
+    """
     with _LOCK:
-        place = _place(path)
+        place = _place(path, import_root)
         return _load(place)
 
 
@@ -99,7 +106,7 @@ def _load(place: _Place) -> list[pb.DagSpec]:
     return specs
 
 
-def _place(path: str | os.PathLike[str]) -> _Place:
+def _place(path: str | os.PathLike[str], import_root: Path | None = None) -> _Place:
     shown = os.fspath(path)
     file = Path(path)
     if not file.is_file():
@@ -108,6 +115,9 @@ def _place(path: str | os.PathLike[str]) -> _Place:
         raise DagLoadError(f"{shown}: a DAG file is a Python module ending in .py")
     file = file.resolve()
     roots = tuple(import_roots())
+    if import_root is not None:
+        bundle_root = import_root.resolve()
+        roots = (bundle_root, *(r for r in roots if r != bundle_root))
     found = locate(file, roots)
     search: tuple[Path, ...]
     if found is None:

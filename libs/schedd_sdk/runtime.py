@@ -1,7 +1,7 @@
 """Helpers for task functions while they run on a worker.
 
-Workers do not pass the arguments of a task call to the function (see :mod:`schedd_sdk.tasks`);
-upstream tasks' return values arrive in the environment variable ``SCHEDD_UPSTREAM_RESULTS``.
+Workers pass a task call's arguments to the function (:mod:`schedd_sdk.arguments`); every direct
+upstream task's return value also arrives in the environment variable ``SCHEDD_UPSTREAM_RESULTS``.
 """
 
 from __future__ import annotations

@@ -1,58 +1,47 @@
-"""Tasks: the nodes of a DAG, the ``@task`` decorator, ``shell`` and edges.
+"""Tasks: the nodes of a DAG, ``shell``, edges, and setup/teardown roles.
 
 Inside a DAG definition (a ``@dag`` function's body or a ``with DAG(...)`` block):
 
-* calling a ``@task`` function (``extract()``) adds a Python task that runs the function on a
-  worker, named by its import path ``module:qualname``, and returns the :class:`Task`;
+* calling a ``@task`` function (``extract()``, :mod:`schedd_sdk.functions`) adds a Python task that
+  runs the function on a worker, named by its import path ``module:qualname``, and returns the
+  :class:`Task`;
 * ``shell("cmd", task_id="x")`` adds a shell task;
 * ``a >> b``, ``b << a``, ``a >> [b, c]``, ``[a, b] >> c``, ``a >> b >> c`` and
   :func:`chain` declare edges (``a`` runs before ``b``);
-* passing tasks as arguments, ``load(transform(extract()))``, declares the same edges as
-  Airflow's TaskFlow does.
+* passing tasks as arguments, ``load(transform(extract()))``, passes their return values at run
+  time and declares the edges, as Airflow's TaskFlow does (:mod:`schedd_sdk.arguments`);
+  ``task["key"]`` passes one key of a task's dict result; other arguments are JSON literals;
+* ``.as_setup()`` / ``.as_teardown(setups=...)`` (and ``@setup`` / ``@teardown``) make setup and
+  teardown tasks (:mod:`schedd_sdk.setup_teardown`).
 
-What is and is not passed at run time: **the arguments of a call are not passed to the function.**
-They only declare dependencies. Workers call a task function with, when it declares them, the
-keyword arguments ``params`` (the task's params with the run's conf on top) and ``context`` (the
-run's identity: ``SCHEDD_DAG_ID``, ``SCHEDD_RUN_ID``, ...). Upstream tasks' return values reach a
-task as JSON in ``SCHEDD_UPSTREAM_RESULTS``, keyed by task id; read them with
-:func:`schedd_sdk.upstream_results`. Any argument that is not a task is therefore rejected; pass
-constants as ``params``. For the same reason a task function's parameters other than ``params``
-and ``context`` must have defaults.
-
-Outside a DAG definition a ``@task`` function is the plain function: calling it runs it. That
-is how workers call it (they import ``module:qualname``, which is the decorated object) and how
-it can be unit-tested. ``.function`` is the undecorated function.
-
-Task ids: a ``@task`` function's id is its name (or ``task_id=``); calling it again in one DAG
-gives ``name__1``, ``name__2``, ... as in Airflow. A shell task's id is required and must be
-unique in its DAG.
+Task ids, with the prefix of the task group they are defined in (:mod:`schedd_sdk.groups`): a
+``@task`` function's id is its name (or ``task_id=``), then ``name__1``, ``name__2``, ... when it is
+called again in one DAG, as in Airflow. A shell task's id is required and must be unique in its DAG.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
+import dataclasses
 import itertools
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack, overload
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
+from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
+from schedd_core.triggers import TriggerRule
+from schedd_sdk.arguments import BoundArguments, TaskResult
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
+from schedd_sdk.groups import TaskGroup, current_group, qualified_id, task_defaults
 from schedd_sdk.options import Options, TaskOptions
-from schedd_sdk.targets import import_path
 
 if TYPE_CHECKING:
     from schedd_sdk.dags import DAG
 
-__all__ = ["Task", "TaskFunction", "chain", "shell", "task"]
+__all__ = ["Task", "chain", "shell"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-_Target = TypeVar("_Target", bound="Task | Sequence[Task]")
-
-#: Keyword arguments a worker passes to a task function that declares them.
-RUNTIME_ARGUMENTS = ("params", "context")
+_Target = TypeVar("_Target", bound="Task | TaskGroup | TaskResult | Sequence[Task | TaskGroup | TaskResult]")
 
 
 class Task:
@@ -71,6 +60,7 @@ class Task:
         command: str | None = None,
         target: str | None = None,
         branch: bool = False,
+        arguments: BoundArguments | None = None,
     ) -> None:
         self.dag = dag
         self.task_id = task_id
@@ -80,9 +70,46 @@ class Task:
         #: ``module:qualname`` of a Python task, or None for a shell task.
         self.target = target
         self.branch = branch
+        #: The compiled arguments of a Python task's call, if it has any.
+        self.arguments = arguments
+        #: The innermost task group it was defined in.
+        self.group = current_group(dag)
+        self.setup = False
+        self.teardown = False
+        #: How a sensor task pokes (``schedd_sdk.sensors``); None for any other task.
+        self.sensor: pb.SensorSpec | None = None
         self._upstream: dict[str, Task] = {}
         self._downstream: dict[str, Task] = {}
         dag.add_task(self)
+
+    def __getitem__(self, key: str) -> TaskResult:
+        """``task["key"]``: one key of this task's return value (a dict), to pass to another task."""
+        if not isinstance(key, str):
+            raise DagDefinitionError(f"{self.task_id}[{key!r}]: a result key is a string (a JSON object key)")
+        if self.target is None:
+            raise DagDefinitionError(
+                f"{self.task_id}[{key!r}]: the shell task {self.task_id!r} returns no value"
+            )
+        return TaskResult(self, key)
+
+    def as_setup(self) -> Task:
+        """Make this task a setup task (Airflow's ``as_setup``); returns it."""
+        if self.teardown:
+            raise DagDefinitionError(f"task {self.task_id!r} is a teardown; it cannot also be a setup")
+        self.setup = True
+        return self
+
+    def as_teardown(self, *, setups: Task | Sequence[Task] | None = None) -> Task:
+        """Make this task a teardown (trigger rule ``all_done_setup_success``) of ``setups``, which
+        become setup tasks upstream of it (Airflow's ``as_teardown``); returns it."""
+        if self.setup:
+            raise DagDefinitionError(f"task {self.task_id!r} is a setup; it cannot also be a teardown")
+        self.teardown = True
+        self.options = dataclasses.replace(self.options, trigger_rule=TriggerRule.ALL_DONE_SETUP_SUCCESS)
+        for up in _tasks_of(setups, "as_teardown(setups=...)", "up") if setups is not None else []:
+            up.as_setup()
+            self._connect(up, self)
+        return self
 
     @property
     def upstream_ids(self) -> tuple[str, ...]:
@@ -96,35 +123,35 @@ class Task:
 
     def set_upstream(self, other: Task | Sequence[Task]) -> None:
         """Make ``other`` (a task or tasks) run before this task."""
-        for up in _tasks_of(other, "set_upstream"):
+        for up in _tasks_of(other, "set_upstream", "up"):
             self._connect(up, self)
 
     def set_downstream(self, other: Task | Sequence[Task]) -> None:
         """Make ``other`` (a task or tasks) run after this task."""
-        for down in _tasks_of(other, "set_downstream"):
+        for down in _tasks_of(other, "set_downstream", "down"):
             self._connect(self, down)
 
     def __rshift__(self, other: _Target) -> _Target:
         """``self >> other``: ``other`` runs after this task; returns ``other`` for chaining."""
-        for down in _tasks_of(other, ">>"):
+        for down in _tasks_of(other, ">>", "down"):
             self._connect(self, down)
         return other
 
     def __lshift__(self, other: _Target) -> _Target:
         """``self << other``: ``other`` runs before this task; returns ``other``."""
-        for up in _tasks_of(other, "<<"):
+        for up in _tasks_of(other, "<<", "up"):
             self._connect(up, self)
         return other
 
-    def __rrshift__(self, other: Sequence[Task]) -> Task:
+    def __rrshift__(self, other: Sequence[Task | TaskGroup | TaskResult]) -> Task:
         """``[a, b] >> self``."""
-        for up in _tasks_of(other, ">>"):
+        for up in _tasks_of(other, ">>", "up"):
             self._connect(up, self)
         return self
 
-    def __rlshift__(self, other: Sequence[Task]) -> Task:
+    def __rlshift__(self, other: Sequence[Task | TaskGroup | TaskResult]) -> Task:
         """``[a, b] << self``."""
-        for down in _tasks_of(other, "<<"):
+        for down in _tasks_of(other, "<<", "down"):
             self._connect(self, down)
         return self
 
@@ -145,15 +172,26 @@ class Task:
         return f"<Task {self.task_id!r} ({kind}) of DAG {self.dag.dag_id!r}>"
 
 
-def _tasks_of(value: object, op: str) -> list[Task]:
+def _tasks_of(value: object, op: str, side: str) -> list[Task]:
+    """The tasks ``value`` stands for on one side of an edge: a task (or a key of its result) is
+    itself; a group is its roots downstream of an edge (``side`` "down") and its leaves upstream."""
     if isinstance(value, Task):
         return [value]
+    if isinstance(value, TaskResult):
+        return [value.task]
+    if isinstance(value, TaskGroup):
+        return value.ends(side)
     if isinstance(value, Sequence) and not isinstance(value, str):
-        items = list(value)
-        bad = [item for item in items if not isinstance(item, Task)]
-        if not bad:
-            return items
-        value = bad[0]
+        found: list[Task] = []
+        for item in value:
+            if not isinstance(item, Task | TaskResult | TaskGroup):
+                value = item
+                break
+            found += _tasks_of(item, op, side)
+        else:
+            return found
+    from schedd_sdk.functions import TaskFunction
+
     hint = (
         f": call it, {value.function.__name__}(), to get its task" if isinstance(value, TaskFunction) else ""
     )
@@ -172,7 +210,7 @@ def chain(*steps: Task | Sequence[Task]) -> None:
         if isinstance(right, Task):
             right << left
             continue
-        lefts, rights = _tasks_of(left, "chain"), _tasks_of(right, "chain")
+        lefts, rights = _tasks_of(left, "chain", "up"), _tasks_of(right, "chain", "down")
         if len(lefts) != len(rights):
             raise DagDefinitionError(
                 f"chain: adjacent lists must have the same length to be connected pairwise, got "
@@ -214,176 +252,4 @@ def shell(command: str, *, task_id: str, **options: Unpack[TaskOptions]) -> Task
     if not isinstance(command, str):
         raise DagDefinitionError(f"{what}: the command must be a string, got {command!r}")
     own = Options.parse(options, what)
-    return Task(dag, task_id, options=own.over(dag.default_options), command=command)
-
-
-class TaskFunction(Generic[_F]):
-    """A function decorated with ``@task``: inside a DAG definition, calling it adds a task.
-
-    Outside a DAG definition, calling it calls the function (that is what workers do).
-    """
-
-    function: _F
-    __name__: str
-    __qualname__: str
-    __wrapped__: _F
-
-    def __init__(self, function: _F, *, task_id: str | None, options: Options, branch: bool) -> None:
-        self.function = function
-        self.task_id = task_id
-        self.options = options
-        self.branch = branch
-        functools.update_wrapper(self, function)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """In a DAG definition: add this task, upstream of it the tasks among the arguments, and
-        return it. Otherwise: call the function."""
-        dag = current_dag()
-        if dag is None:
-            return self.function(*args, **kwargs)
-        name = self.task_id or self.function.__name__
-        upstream = _argument_tasks(name, args, kwargs)
-        target = import_path(self.function, what="task function", accept=(self,))
-        node = Task(
-            dag,
-            dag.unique_task_id(name),
-            options=self.options.over(dag.default_options),
-            target=target,
-            branch=self.branch,
-        )
-        for up in upstream:
-            Task._connect(up, node)
-        return node
-
-    def override(self, *, task_id: str | None = None, **options: Unpack[TaskOptions]) -> TaskFunction[_F]:
-        """This task function with some options replaced, for one call: ``load.override(retries=5)()``."""
-        what = f"{self.function.__qualname__}.override"
-        if task_id is not None:
-            _check_task_id(task_id, what)
-        return TaskFunction(
-            self.function,
-            task_id=task_id or self.task_id,
-            options=Options.parse(options, what).over(self.options),
-            branch=self.branch,
-        )
-
-    def __repr__(self) -> str:
-        kind = "@task.branch" if self.branch else "@task"
-        return f"<{kind} {self.function.__module__}.{self.function.__qualname__}>"
-
-
-def _argument_tasks(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Task]:
-    found: list[Task] = []
-    labelled: list[tuple[str, object]] = [(f"argument {i + 1}", a) for i, a in enumerate(args)]
-    labelled += [(f"argument {k}=", v) for k, v in kwargs.items()]
-    for label, value in labelled:
-        _collect(name, label, value, found)
-    return found
-
-
-def _collect(name: str, label: str, value: object, found: list[Task]) -> None:
-    if isinstance(value, Task):
-        if value not in found:
-            found.append(value)
-        return
-    if isinstance(value, list | tuple | set | frozenset):
-        for item in value:
-            _collect(name, label, item, found)
-        return
-    if isinstance(value, Mapping):
-        for item in value.values():
-            _collect(name, label, item, found)
-        return
-    hint = (
-        f" (the task function itself: call it, {value.function.__name__}(), to use its task)"
-        if isinstance(value, TaskFunction)
-        else ""
-    )
-    raise DagDefinitionError(
-        f"{name}(): {label} is {value!r} ({type(value).__name__}){hint}, not a task. Arguments of a task "
-        "call only declare dependencies (load(extract()) runs extract before load); schedd does not pass "
-        "them to the function at run time. Pass constants as params (@task(params={...}) or "
-        f"{name}.override(params={{...}})) and declare a `params` argument to receive them; read upstream "
-        "results with schedd_sdk.upstream_results()"
-    )
-
-
-def _check_function(function: object, what: str) -> None:
-    if not callable(function) or not hasattr(function, "__qualname__"):
-        raise DagDefinitionError(f"{what}: expected a function, got {function!r}")
-    qualname = str(function.__qualname__)
-    if "<lambda>" in qualname or "<locals>" in qualname:
-        import_path(function, what="task function")  # raises the explanatory error
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return
-    for p in parameters:
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty:
-            continue
-        if p.name in RUNTIME_ARGUMENTS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
-            continue
-        raise DagDefinitionError(
-            f"{what}: parameter {p.name!r} has no default, but workers call a task function with only "
-            "`params` and `context` (when it declares them), never with the arguments of the call in the "
-            f"DAG. Give {p.name!r} a default, or drop it and read upstream results with "
-            "schedd_sdk.upstream_results()"
-        )
-
-
-class _TaskDecorator:
-    """``@task``, ``@task(...)``, ``@task.branch`` and ``@task.branch(...)``."""
-
-    @overload
-    def __call__(self, function: _F, /) -> TaskFunction[_F]: ...
-
-    @overload
-    def __call__(
-        self, function: None = None, /, *, task_id: str | None = None, **options: Unpack[TaskOptions]
-    ) -> Callable[[_F], TaskFunction[_F]]: ...
-
-    def __call__(
-        self, function: _F | None = None, /, *, task_id: str | None = None, **options: Unpack[TaskOptions]
-    ) -> TaskFunction[_F] | Callable[[_F], TaskFunction[_F]]:
-        """Make a top-level function a task: ``@task`` or ``@task(retries=3, ...)``.
-
-        See :class:`~schedd_sdk.options.TaskOptions` for the options and their defaults.
-        """
-        return self._decorate(function, task_id, options, branch=False)
-
-    @overload
-    def branch(self, function: _F, /) -> TaskFunction[_F]: ...
-
-    @overload
-    def branch(
-        self, function: None = None, /, *, task_id: str | None = None, **options: Unpack[TaskOptions]
-    ) -> Callable[[_F], TaskFunction[_F]]: ...
-
-    def branch(
-        self, function: _F | None = None, /, *, task_id: str | None = None, **options: Unpack[TaskOptions]
-    ) -> TaskFunction[_F] | Callable[[_F], TaskFunction[_F]]:
-        """A branch task: the function returns the id (or a list of ids) of the direct downstream
-        tasks to follow; the other direct downstream tasks are skipped."""
-        return self._decorate(function, task_id, options, branch=True)
-
-    @staticmethod
-    def _decorate(
-        function: _F | None, task_id: str | None, raw: TaskOptions, *, branch: bool
-    ) -> TaskFunction[_F] | Callable[[_F], TaskFunction[_F]]:
-        kind = "@task.branch" if branch else "@task"
-        if task_id is not None:
-            _check_task_id(task_id, kind)
-        options = Options.parse(raw, kind)
-
-        def decorate(fn: _F) -> TaskFunction[_F]:
-            if isinstance(fn, TaskFunction):
-                raise DagDefinitionError(f"{kind}: {fn!r} is already a task function")
-            _check_function(fn, f"{kind} {getattr(fn, '__qualname__', fn)!r}")
-            return TaskFunction(fn, task_id=task_id, options=options, branch=branch)
-
-        if function is None:
-            return decorate
-        return decorate(function)
-
-
-task = _TaskDecorator()
+    return Task(dag, qualified_id(dag, task_id), options=own.over(task_defaults(dag)), command=command)

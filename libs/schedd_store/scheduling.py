@@ -20,6 +20,7 @@ from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
 from schedd_core.planner import RunPlan
 from schedd_core.retry import retry_delay
+from schedd_core.sensor_wait import waits_for_poke
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
 from schedd_store import channels
 from schedd_store import statements as sql
@@ -144,6 +145,8 @@ async def apply_plans(
     ready_new = {(r.run.pk, r.task_id): r.candidate.ti_id for r in ready if r.new}
 
     for run, graph, plan in plans:
+        if any(waits_for_poke(snap) for snap in run.tasks.values()):
+            outcome.deadlines_changed = True  # a sensor's next poke: the deadline timer must look again
         new = set(plan.to_create)
         first_state = {tid: TaskState.SKIPPED for tid in plan.to_skip if tid in new}
         first_state |= {tid: TaskState.UPSTREAM_FAILED for tid in plan.to_upstream_failed if tid in new}

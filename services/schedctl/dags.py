@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from schedctl import output
+from schedctl import bundles, output
 from schedctl.cli import (
     EXIT_REJECTED,
     OutputOption,
@@ -25,6 +25,7 @@ from schedctl.specfile import SpecFileError, load_specs
 from schedctl.versions import pick_version, print_diff, unified
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.bundle_archive import BundleError
 
 dags_app = typer.Typer(help="Register and inspect DAGs.", no_args_is_help=True)
 app.add_typer(dags_app, name="dags")
@@ -41,20 +42,45 @@ def dags_register(
     diff: Annotated[
         bool, typer.Option("--diff", help="show how each spec differs from the DAG's latest version")
     ] = False,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle",
+            help="the code bundle's directory (default: the directory of the Python DAG files)",
+        ),
+    ] = None,
+    no_bundle: Annotated[
+        bool,
+        typer.Option("--no-bundle", help="no code bundle: workers import the tasks from their environment"),
+    ] = False,
     output_format: OutputOption = None,
 ) -> None:
     """Register DAGs. An unchanged spec makes no new version.
 
     A Python file is imported here, on the client, to build the specs; the scheduler never
-    imports user code. Every spec is validated by the api before any is stored.
+    imports user code. The code bundle (docs/bundles.md) is packed and uploaded with them, so a
+    change to a task's code makes a new version. Every spec is validated by the api before any
+    is stored.
     """
     use_format(output_format)
+    packed = None
     try:
-        specs = load_specs(path)
-    except SpecFileError as exc:
+        directory = None if no_bundle else bundles.bundle_directory(path, bundle)
+        specs = load_specs(path, bundles.loading_root(directory))
+        if directory is not None:
+            packed = bundles.attach(specs, directory)
+    except (SpecFileError, BundleError) as exc:
         fail(EXIT_REJECTED, str(exc))
     for spec in specs:  # all valid, or nothing stored
         call(state.client.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, validate_only=True))
+    if packed is not None and not dry_run:
+        uploaded = call(state.client.bundles.UploadBundle, bundles.upload_request(packed))
+        assert isinstance(uploaded, api_pb2.UploadBundleResponse)
+        verb = "uploaded" if uploaded.created else "already stored"
+        output.err_console.print(
+            f"code bundle {packed.sha256} ({len(packed.names)} files, {len(packed.archive)} bytes): {verb}",
+            highlight=False,
+        )
     for spec in specs:
         if diff:
             print_diff(spec)

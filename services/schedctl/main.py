@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import sys
 
-from schedctl import access, backfills, cluster, dags, runs, settings, tasks  # noqa: F401  (each registers its commands)
+from schedctl import (  # noqa: F401  (each registers its commands)
+    access,
+    authoring,
+    backfills,
+    cluster,
+    dags,
+    deletes,
+    runs,
+    settings,
+    tasks,
+)
 from schedctl.cli import app
 
 

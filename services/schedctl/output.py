@@ -35,6 +35,7 @@ _STATE_STYLE = {
     "queued": "yellow",
     "skipped": "magenta",
     "up_for_retry": "yellow",
+    "up_for_reschedule": "yellow",
     "succeeded": "green",
     "paused": "yellow",
     "cancelled": "magenta",

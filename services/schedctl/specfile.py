@@ -3,9 +3,9 @@
 * ``.yaml`` / ``.yml`` / ``.json`` (any suffix other than ``.py``): one spec in the protobuf
   JSON mapping of ``schedd.v1.DagSpec``. Not validated here; the server validates it.
 * ``.py``: every DAG the module defines (:func:`schedd_sdk.loader.load_dags`), validated
-  locally with the server's rules. The file is imported and runs in this process; run schedctl
-  from the directory workers run in (the repository root) so that Python tasks are named by
-  module paths workers can import.
+  locally with the server's rules. The file is imported and runs in this process. Its Python
+  tasks are named by module paths relative to the import root of its code bundle
+  (``schedctl.bundles``), from which workers import them.
 
 Only a regular file of at most ``MAX_FILE_BYTES`` is read, and it must be UTF-8 text without
 NUL bytes: a directory, a FIFO, a device such as ``/dev/zero`` or a binary file is refused with
@@ -76,12 +76,13 @@ class _NoAliases(yaml.SafeLoader):
 DAG_SUFFIXES = (".py", ".yaml", ".yml", ".json")
 
 
-def load_specs(path: Path) -> list[pb.DagSpec]:
+def load_specs(path: Path, import_root: Path | None = None) -> list[pb.DagSpec]:
     """The specs a file describes (every DAG of a ``.py`` file, or the one spec of a YAML/JSON
     file), or, for a directory, those of each of its DAG files in name order. Two files that
-    define the same DAG id are an error naming both."""
+    define the same DAG id are an error naming both. ``import_root``: that of the code bundle
+    the Python files belong to (``schedd_sdk.loader.load_dags``)."""
     if not path.is_dir():
-        return _load_python(path) if path.suffix == ".py" else [_load_data(path)]
+        return _load_python(path, import_root) if path.suffix == ".py" else [_load_data(path)]
     files = sorted(
         p for p in path.iterdir() if p.suffix in DAG_SUFFIXES and p.is_file() and p.name != "__init__.py"
     )
@@ -90,7 +91,7 @@ def load_specs(path: Path) -> list[pb.DagSpec]:
     specs: list[pb.DagSpec] = []
     origin: dict[str, Path] = {}
     for file in files:
-        for spec in load_specs(file):
+        for spec in load_specs(file, import_root):
             if spec.dag_id in origin:
                 raise SpecFileError(
                     f"dag {spec.dag_id!r} is defined in both {origin[spec.dag_id]} and {file}"
@@ -111,14 +112,14 @@ def load_spec(path: Path) -> pb.DagSpec:
     return specs[0]
 
 
-def _load_python(path: Path) -> list[pb.DagSpec]:
+def _load_python(path: Path, import_root: Path | None = None) -> list[pb.DagSpec]:
     read_text_file(path)  # a regular text file, before anything imports it
     # Imported here: only Python DAG files need the SDK (and the SDK imports the file's code).
     from schedd_sdk.errors import DagLoadError
     from schedd_sdk.loader import load_dags
 
     try:
-        return load_dags(path)
+        return load_dags(path, import_root)
     except DagLoadError as exc:
         raise SpecFileError(str(exc)) from None
 

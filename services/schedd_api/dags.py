@@ -5,10 +5,11 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.errors import NotFound
+from schedd_core.bundle_archive import check_sha256
+from schedd_core.errors import FailedPrecondition, NotFound
 from schedd_core.spec import canonical, validate_spec, version_hash
 from schedd_core.timetables import schedule_key
-from schedd_store import dags, pools
+from schedd_store import bundles, dags, pools
 from schedd_store.records import DagRecord
 from schedd_store.requests import RequestKey
 
@@ -19,16 +20,33 @@ async def register(
     """Validate ``spec`` (raising InvalidArgument naming the field) and store it as the latest version;
     a new or changed schedule wakes the leader."""
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
+    await _check_bundle(engine, spec)
     return await dags.register_dag(engine, spec, request, schedule_key=schedule_key(spec))
 
 
 async def check(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[str, bool]:
-    """Validate ``spec`` as ``register`` would; return its version hash and whether registering it
-    would make a new version. Stores nothing."""
+    """Validate ``spec`` as ``register`` would (except that its code bundle need not be stored yet);
+    return its version hash and whether registering it would make a new version. Stores nothing."""
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
+    if spec.code_bundle:  # uploaded only after every spec was checked (schedctl dags register)
+        check_sha256(spec.code_bundle, "spec.code_bundle")
     vhash = version_hash(canonical(spec))
     try:
         await dags.get_version(engine, spec.dag_id, vhash)
     except NotFound:
         return vhash, True
     return vhash, False
+
+
+async def _check_bundle(engine: AsyncEngine, spec: pb.DagSpec) -> None:
+    """A spec naming a code bundle names one that is stored (uploaded first), as workers fetch it
+    when they run the DAG's Python tasks."""
+    if not spec.code_bundle:
+        return
+    try:
+        await bundles.bundle_size(engine, spec.code_bundle, "spec.code_bundle")
+    except NotFound:
+        raise FailedPrecondition(
+            f"spec.code_bundle: bundle {spec.code_bundle} was never uploaded; upload it first "
+            "(schedctl dags register does)"
+        ) from None

@@ -24,6 +24,7 @@ from schedd_auth import principal
 from schedd_core.errors import InvalidArgument, PermissionDenied
 from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
+from schedd_registry.bundles import stream_bundle
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.sessions import WorkerSession
@@ -61,6 +62,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         self._background: set[asyncio.Task[None]] = set()
         #: Receives workers' answers to callbacks (set by the callback relay).
         self.on_callback_done: Callable[[worker_pb2.CallbackDone], None] | None = None
+        #: Receives every result this registry applied (not repeated or stale ones): metrics.
+        self.on_applied: Callable[[worker_pb2.TaskResult], None] | None = None
 
     async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
         await dispatch.append_logs(self._engine, chunks)
@@ -102,6 +105,13 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                         )
                     )
                 )
+
+    async def FetchBundle(
+        self, request: worker_pb2.FetchBundleRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[worker_pb2.BundleChunk]:
+        """The archive of a code bundle, in chunks (see ``schedd_registry.bundles``)."""
+        async for chunk in stream_bundle(self._engine, request.sha256):
+            yield chunk
 
     async def Connect(
         self, request_iterator: AsyncIterator[worker_pb2.WorkerMessage], context: grpc.aio.ServicerContext
@@ -275,6 +285,11 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             started_at=convert.from_ts(result.start_time) if result.HasField("start_time") else None,
             result_json=result.result_json,
             abandoned=result.outcome == worker_pb2.TASK_OUTCOME_ABANDONED,
+            no_retry=result.no_retry,
+            reschedule_at=convert.from_ts(result.reschedule_time)
+            if result.outcome == worker_pb2.TASK_OUTCOME_RESCHEDULED and result.HasField("reschedule_time")
+            else None,
+            skipped=result.outcome == worker_pb2.TASK_OUTCOME_SKIPPED,
         )
         delay = 0.05
         while True:
@@ -287,6 +302,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 log.warning("result of attempt %s not stored yet (%s); retrying", item.attempt_id, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_DELAY)
+        if status == ReportStatus.APPLIED and self.on_applied is not None:
+            self.on_applied(result)
         code = _ACK_CODE[status]
         message = "" if code == grpc.StatusCode.OK else "attempt is no longer current; result discarded"
         session.send(

@@ -32,9 +32,10 @@ from schedd_core.clock import SystemClock
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_exec.attempt_fence import AttemptFence
+from schedd_exec.bundle_cache import BundleCache
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
-from schedd_store import dispatch
+from schedd_store import bundles, dispatch
 from schedd_store.batching import Batcher
 from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
 
@@ -90,12 +91,14 @@ class LocalExecutor:
         self._logs: Batcher[LogChunk, None] = Batcher("local-logs", self._append_logs)
         self._offsets: dict[str, int] = {}
         self._pending: set[asyncio.Task[object]] = set()
+        self._bundles = BundleCache.for_owner(self._worker_id, self._fetch_bundle)
         self._executor = AttemptExecutor(
             python_workers=parallelism,
             kill_grace=kill_grace,
             on_output=self._output,
             on_done=self._done,
             task_database_url=task_database_url,
+            bundles=self._bundles,
         )
         clock = SystemClock()
         self._permit = Permit(self._windows, kill_grace, clock)
@@ -111,6 +114,11 @@ class LocalExecutor:
 
     def wake(self, _payload: str = "") -> None:
         self._wake.set()
+
+    async def _fetch_bundle(self, sha256: str) -> bytes:
+        """A code bundle's archive, read from the store (a local executor has no registry)."""
+        _, pieces = await bundles.read_bundle(self._engine, sha256)
+        return b"".join([piece async for piece in pieces])
 
     async def run(self) -> None:
         await self._executor.start()
@@ -139,6 +147,7 @@ class LocalExecutor:
                 task.cancel()
             with contextlib.suppress(Exception):
                 await self._executor.close()
+            self._bundles.close()
 
     async def _register(self) -> None:
         """Record this executor as a worker without a liveness lease; retried until stored."""
@@ -230,6 +239,7 @@ class LocalExecutor:
                     started_at=outcome.started_at,
                     result_json=outcome.result_json,
                     abandoned=outcome.abandoned,
+                    no_retry=outcome.no_retry,
                 )
             )
         )

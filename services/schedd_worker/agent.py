@@ -33,11 +33,15 @@ from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_core.clock import SystemClock
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.attempt_fence import AttemptFence
+from schedd_exec.bundle_cache import BundleCache
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
 from schedd_rpc import convert
 from schedd_rpc.tls import token_metadata
+from schedd_worker.attempt_spans import AttemptSpans
+from schedd_worker.bundle_fetch import RegistryBundleFetcher
 from schedd_worker.config import WorkerConfig
+from schedd_worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +73,20 @@ class WorkerAgent:
     def __init__(self, config: WorkerConfig) -> None:
         self._config = config
         self._clock = SystemClock()
+        fetcher = RegistryBundleFetcher(config.registries, config.token, self._channel)
+        self.bundles = BundleCache.for_owner(
+            config.worker_id,
+            fetcher.fetch,
+            directory=config.bundle_cache_dir,
+            max_bytes=config.bundle_cache_bytes,
+        )
         self.executor = AttemptExecutor(
             python_workers=config.python_workers or config.capacity,
             kill_grace=config.kill_grace,
             on_output=self._output,
             on_done=self._done,
             task_database_url=config.task_database_url,
+            bundles=self.bundles,
         )
         self.permit = Permit(AttemptWindows(), config.kill_grace, self._clock)
         self.fence = AttemptFence(
@@ -98,6 +110,8 @@ class WorkerAgent:
         self._drain_grace = config.drain_grace
         self.completed = 0
         self._callbacks: set[asyncio.Task[None]] = set()
+        self.metrics = WorkerMetrics(config.capacity, lambda: self.executor.running_count)
+        self._spans = AttemptSpans()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -116,6 +130,7 @@ class WorkerAgent:
             task.cancel()
         await bounded(asyncio.gather(connection, fencing, return_exceptions=True), "the registry stream")
         await bounded(self.executor.close(), "the executor")
+        self.bundles.close()
 
     async def drain(self, grace: float) -> None:
         """Take no new work; let running attempts finish within ``grace``, hand back the rest, and
@@ -257,7 +272,8 @@ class WorkerAgent:
                 elif not self.permit.may_start():
                     self._done(assignment, _abandoned("the worker was not heard by its registry lately"))
                 else:
-                    self.executor.submit(assignment)
+                    with self._spans.starting(assignment):
+                        self.executor.submit(assignment)
         elif kind == "heartbeat_ack":
             self.permit.acknowledged(message.heartbeat_ack.sequence)
             self.fence.poke()
@@ -332,10 +348,19 @@ class WorkerAgent:
             start_time=convert.ts(outcome.started_at),
             end_time=convert.ts(outcome.ended_at),
             result_json=outcome.result_json,
+            dag_id=assignment.dag_id,
+            no_retry=outcome.no_retry,
         )
+        if outcome.reschedule_at is not None and not outcome.abandoned:
+            result.outcome = worker_pb2.TASK_OUTCOME_RESCHEDULED
+            result.reschedule_time.FromDatetime(outcome.reschedule_at.astimezone(UTC))
+        elif outcome.skipped and not outcome.abandoned:
+            result.outcome = worker_pb2.TASK_OUTCOME_SKIPPED
         self._unacked[attempt.attempt_id] = result
         self._send(worker_pb2.WorkerMessage(result=result))
         self.completed += 1
+        self.metrics.ended(outcome)
+        self._spans.ended(assignment, outcome)
         if not self.draining:
             self._send(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=1)))
 

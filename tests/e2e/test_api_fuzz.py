@@ -136,6 +136,8 @@ def _scalar(field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
         return strings
     if field.type == FieldDescriptor.TYPE_BOOL:
         return st.booleans()
+    if field.type == FieldDescriptor.TYPE_BYTES:  # not a valid archive, or empty, or NULs
+        return st.one_of(st.binary(max_size=64), st.just(b"\0" * 1024))
     if field.type == FieldDescriptor.TYPE_ENUM:
         assert field.enum_type is not None
         return st.one_of(st.sampled_from([v.number for v in field.enum_type.values]), st.integers(-5, 100))

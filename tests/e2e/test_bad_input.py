@@ -282,7 +282,7 @@ def test_missing_file(env: RunningCluster, tmp_path: Path) -> None:
 
 def test_oversized_request_is_resource_exhausted(env: RunningCluster, api: Api, tmp_path: Path) -> None:
     huge = copy.deepcopy(BASE_SPEC)
-    huge["description"] = "x" * (9 * 1024 * 1024)
+    huge["description"] = "x" * (17 * 1024 * 1024)  # over the api's 16 MiB + 64 KiB
     before = _state_fast(env, api)
     spec = json_format.ParseDict(huge, pb.DagSpec())
     error = _rpc_error(api.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec))

@@ -39,7 +39,8 @@ TRIGGER_RULES: tuple[int, ...] = tuple(v for v in pb.TriggerRule.values() if v !
 
 @st.composite
 def dag_specs(draw: st.DrawFn, *, max_tasks: int = 12, trigger_rules: bool = False) -> pb.DagSpec:
-    """Random acyclic DAGs: task ``t{j}`` may depend only on tasks ``t{i}`` with ``i < j``.
+    """Random acyclic DAGs: task ``t{j}`` may depend only on tasks ``t{i}`` with ``i < j``; with
+    ``trigger_rules``, random rules, setup tasks and teardowns.
 
     Upstream lists and the order of tasks in the spec are shuffled, so nothing depends on the
     spec listing tasks upstream-first.
@@ -51,5 +52,10 @@ def dag_specs(draw: st.DrawFn, *, max_tasks: int = 12, trigger_rules: bool = Fal
         options: dict[str, Any] = {}
         if trigger_rules:
             options["trigger_rule"] = draw(st.sampled_from(TRIGGER_RULES))
+            # all_done_setup_success is the rule of teardowns (and only theirs); some others are setups
+            if options["trigger_rule"] == pb.TRIGGER_RULE_ALL_DONE_SETUP_SUCCESS:
+                options["teardown"] = True
+            else:
+                options["setup"] = draw(st.sampled_from([False, False, True]))
         tasks.append(task(f"t{j}", *(f"t{i}" for i in ups), **options))
     return dag(*draw(st.permutations(tasks)))

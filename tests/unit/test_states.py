@@ -30,13 +30,14 @@ EXPECTED_TASK_EXITS: dict[TaskState, set[TaskState]] = {
     T.NONE: {T.SCHEDULED, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.REMOVED},
     T.SCHEDULED: {T.NONE, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED, T.REMOVED},
     T.QUEUED: {T.NONE, T.RUNNING, T.SUCCESS, T.FAILED, T.SKIPPED, T.UP_FOR_RETRY},
-    T.RUNNING: {T.QUEUED, T.SUCCESS, T.FAILED, T.UP_FOR_RETRY},
+    T.RUNNING: {T.QUEUED, T.SUCCESS, T.FAILED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE, T.SKIPPED},
     T.SUCCESS: {T.NONE, T.FAILED},
     T.FAILED: {T.NONE, T.SUCCESS},
     T.SKIPPED: {T.NONE, T.SUCCESS, T.FAILED},
     T.UPSTREAM_FAILED: {T.NONE, T.SUCCESS, T.FAILED},
     T.UP_FOR_RETRY: {T.NONE, T.SCHEDULED, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED},
     T.REMOVED: {T.NONE},
+    T.UP_FOR_RESCHEDULE: {T.NONE, T.SCHEDULED, T.QUEUED, T.SUCCESS, T.FAILED, T.SKIPPED},
 }
 
 EXPECTED_RUN_EXITS: dict[RunState, set[RunState]] = {
@@ -108,8 +109,16 @@ def test_removed_can_only_be_cleared() -> None:
 
 def test_running_is_entered_only_from_queued_and_left_with_an_outcome_or_a_loss() -> None:
     assert TASK_TRANSITIONS[T.RUNNING] == {T.QUEUED}
-    # QUEUED again: the attempt was lost with its worker and runs again.
-    assert _exits(T.RUNNING) == {T.QUEUED, T.SUCCESS, T.FAILED, T.UP_FOR_RETRY}
+    # QUEUED again: the attempt was lost with its worker and runs again. UP_FOR_RESCHEDULE and
+    # SKIPPED: a sensor's poke said "not yet", or a soft-fail sensor passed its timeout.
+    assert _exits(T.RUNNING) == {
+        T.QUEUED,
+        T.SUCCESS,
+        T.FAILED,
+        T.UP_FOR_RETRY,
+        T.UP_FOR_RESCHEDULE,
+        T.SKIPPED,
+    }
 
 
 def test_retry_comes_only_from_an_attempt() -> None:
@@ -135,7 +144,7 @@ def test_state_groups_are_consistent() -> None:
     assert not (TASK_OCCUPYING & TASK_FINISHED)
     assert {T.QUEUED, T.RUNNING} == TASK_OCCUPYING
     unfinished = set(TaskState) - TASK_FINISHED
-    assert unfinished == {T.NONE, T.SCHEDULED, T.QUEUED, T.RUNNING, T.UP_FOR_RETRY}
+    assert unfinished == {T.NONE, T.SCHEDULED, T.QUEUED, T.RUNNING, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}
 
 
 def test_task_states_match_the_proto_enum() -> None:

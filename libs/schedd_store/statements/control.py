@@ -59,7 +59,7 @@ STOP_RUNNING = _guarded(
 SKIP_UNRUN = _guarded(
     "UPDATE task_instances SET state = 'skipped', ended_at = now() "
     "WHERE run_pk = :run_pk AND state = ANY(:ti_sources) RETURNING id",
-    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}, {T.SKIPPED}),
+    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}, {T.SKIPPED}),
 )
 
 FAIL_RUN_BY_HAND = _guarded(
@@ -73,7 +73,7 @@ FAIL_RUN_BY_HAND = _guarded(
 CLEAR_TASK_INSTANCES = _guarded(
     "UPDATE task_instances ti SET state = 'none', max_tries = ti.try_number + c.tries, "
     "  ended_at = NULL, started_at = NULL, next_retry_at = NULL, claimed_at = NULL, worker_id = NULL, "
-    "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0 "
+    "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0, first_poke_at = NULL "
     "FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(id, tries) "
     "WHERE ti.id = c.id AND ti.state = ANY(:ti_sources) RETURNING ti.id, ti.task_id",
     ti=(TASK_TRANSITIONS[T.NONE], {T.NONE}),

@@ -10,7 +10,10 @@ from schedd_store.statements.occupancy import OCCUPANCY_OF_POOLS
 
 #: Where a task instance a pass queues comes from (a lost attempt's RUNNING -> QUEUED is the
 #: sweeper's, not a pass's).
-_READY = {T.NONE, T.SCHEDULED, T.UP_FOR_RETRY}
+_READY = {T.NONE, T.SCHEDULED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}
+
+#: What queueing adds to a try number: nothing for the next poke of a reschedule-mode sensor's try.
+_NEXT_TRY = "CASE WHEN first_poke_at IS NULL THEN 1 ELSE 0 END"
 
 UNFINISHED_RUNS = _sql("SELECT id FROM dag_runs WHERE state IN ('queued', 'running')")
 
@@ -80,7 +83,7 @@ INSERT_TASK_INSTANCES = _sql(
 SCHEDULE_TASK_INSTANCES = _guarded(
     "UPDATE task_instances SET state = 'scheduled', fence_token = :token "
     "WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING id",
-    ti=({T.NONE, T.UP_FOR_RETRY}, {T.SCHEDULED}),
+    ti=({T.NONE, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}, {T.SCHEDULED}),
 )
 
 #: Sets when failed attempts retry (per task instance, computed by the leader from the retry policy).
@@ -91,13 +94,17 @@ SET_RETRY_TIMES = _sql(
     "WHERE ti.id = d.id AND ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL RETURNING ti.id"
 )
 
-#: The next retry time after now (or the earliest overdue), and the runs whose retries are due.
+#: The next retry or sensor poke time after now (or the earliest overdue), and the runs whose retries
+#: or pokes are due (each state read through its own partial index).
 NEXT_RETRY = _sql(
-    "SELECT EXTRACT(EPOCH FROM (min(next_retry_at) - now())) FROM task_instances WHERE state = 'up_for_retry'"
+    "SELECT EXTRACT(EPOCH FROM (LEAST("
+    "(SELECT min(next_retry_at) FROM task_instances WHERE state = 'up_for_retry'), "
+    "(SELECT min(next_retry_at) FROM task_instances WHERE state = 'up_for_reschedule')) - now()))"
 )
 
 DUE_RETRY_RUNS = _sql(
-    "SELECT DISTINCT run_pk FROM task_instances WHERE state = 'up_for_retry' AND next_retry_at <= now()"
+    "SELECT run_pk FROM task_instances WHERE state = 'up_for_retry' AND next_retry_at <= now() "
+    "UNION SELECT run_pk FROM task_instances WHERE state = 'up_for_reschedule' AND next_retry_at <= now()"
 )
 
 #: Pool sizes, their backfill shares, the slots their queued and running task instances hold (and of
@@ -189,9 +196,10 @@ RUNNING_RUN_AGES = _sql(
     "WHERE state = 'running' AND started_at IS NOT NULL"
 )
 
-#: Starts a new attempt: next try number, a fresh attempt id.
+#: Starts a new attempt: next try number (the same one for the next poke of a reschedule-mode sensor,
+#: whose try goes on while ``first_poke_at`` is set), a fresh attempt id.
 QUEUE_TASK_INSTANCES = _guarded(
-    "UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
+    f"UPDATE task_instances SET state = 'queued', try_number = try_number + {_NEXT_TRY}, "
     "attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
     "claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
     "error = NULL, fence_token = :token "
@@ -203,7 +211,7 @@ QUEUE_TASK_INSTANCES = _guarded(
 #: to the log, and wakes the registries for their queues and for :queues (queued by other statements).
 QUEUE_AND_RECORD_PASS = _guarded(
     "WITH q AS ("
-    "  UPDATE task_instances SET state = 'queued', try_number = try_number + 1, "
+    f"  UPDATE task_instances SET state = 'queued', try_number = try_number + {_NEXT_TRY}, "
     "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
     "  claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
     "  error = NULL, fence_token = :token WHERE id = ANY(:ids) AND state = ANY(:ti_sources) "
@@ -263,7 +271,7 @@ QUARANTINE_RUN = _guarded(
     "  WHERE run_pk IN (SELECT id FROM run) AND state = ANY(:ti_sources) RETURNING id"
     ") SELECT id, (SELECT count(*) FROM skipped) AS skipped FROM run",
     run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
-    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY}, {T.SKIPPED}),
+    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}, {T.SKIPPED}),
 )
 
 START_RUNS = _guarded(

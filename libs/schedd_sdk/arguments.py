@@ -1,0 +1,155 @@
+"""TaskFlow arguments: the values a task call passes, checked and compiled to ``python.args/kwargs``.
+
+Inside a DAG definition, ``summary = transform(raw, limit=10)`` binds ``transform``'s parameters:
+a task (``raw``) or one key of its result (``raw["rows"]``, a :class:`TaskResult`) stands for that
+task's return value at run time and makes it an upstream task; anything else must be a JSON
+literal (None, bool, int, float, str, and lists and dicts of them, which may hold task references
+too). The worker resolves the references from the stored upstream results
+(:mod:`schedd_core.arguments`) and calls the function with the values.
+
+Checked when the call is made, so the error points at the line and names the task: that the
+arguments fit the function's signature (``params`` and ``context`` are left to the worker when the
+function declares them and the call does not give them), that a reference is to a Python task of
+the same DAG (a shell task returns nothing), that a key is a string, and that every literal is JSON.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf import struct_pb2
+
+from schedd.v1 import resources_pb2 as pb
+from schedd_sdk.errors import DagDefinitionError
+
+if TYPE_CHECKING:
+    from schedd_sdk.tasks import Task
+
+__all__ = ["BoundArguments", "TaskResult", "bind"]
+
+#: Keyword arguments a worker passes to a task function that declares them.
+RUNTIME_ARGUMENTS = ("params", "context")
+
+
+class TaskResult:
+    """``task["key"]``: one key of a task's return value (a JSON object), as an argument of a later
+    task. It can also make edges (``task["key"] >> other`` is ``task >> other``)."""
+
+    def __init__(self, task: Task, key: str) -> None:
+        self.task = task
+        self.key = key
+
+    def __rshift__(self, other: Any) -> Any:
+        return self.task >> other
+
+    def __lshift__(self, other: Any) -> Any:
+        return self.task << other
+
+    def __repr__(self) -> str:
+        return f"{self.task.task_id}[{self.key!r}]"
+
+
+class BoundArguments:
+    """A task call's arguments, compiled, and the tasks they refer to (in order, each once)."""
+
+    def __init__(self) -> None:
+        self.args: list[pb.Argument] = []
+        self.kwargs: dict[str, pb.Argument] = {}
+        self.upstream: list[Task] = []
+
+    @property
+    def empty(self) -> bool:
+        return not self.args and not self.kwargs
+
+
+def bind(
+    name: str, function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> BoundArguments:
+    """Check and compile the arguments of a call of task function ``function`` made as task ``name``."""
+    _check_signature(name, function, args, kwargs)
+    bound = BoundArguments()
+    bound.args = [_compile(name, f"argument {i + 1}", a, bound) for i, a in enumerate(args)]
+    bound.kwargs = {k: _compile(name, f"argument {k}=", v, bound) for k, v in kwargs.items()}
+    return bound
+
+
+def _check_signature(
+    name: str, function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> None:
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return
+    runtime = {
+        p.name: None
+        for p in signature.parameters.values()
+        if p.name in RUNTIME_ARGUMENTS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    given = set(kwargs) & set(runtime)
+    if given:
+        raise DagDefinitionError(
+            f"{name}(): {', '.join(sorted(given))} is passed by the worker (the DAG's params with the run's "
+            "conf on top, the run's context); set params with @task(params={...}) or .override(params=...)"
+        )
+    try:
+        signature.bind(*args, **kwargs, **{k: v for k, v in runtime.items() if k not in kwargs})
+    except TypeError as exc:
+        raise DagDefinitionError(
+            f"{name}(): the arguments do not fit {function.__qualname__}{signature}: {exc}"
+        ) from None
+
+
+def _compile(name: str, label: str, value: object, bound: BoundArguments) -> pb.Argument:
+    from schedd_sdk.functions import TaskFunction
+    from schedd_sdk.tasks import Task
+
+    if isinstance(value, Task | TaskResult):
+        task = value if isinstance(value, Task) else value.task
+        if task.target is None:
+            raise DagDefinitionError(
+                f"{name}(): {label} is the shell task {task.task_id!r}, which returns no value; make it "
+                f"upstream with {task.task_id} >> ... instead"
+            )
+        if task not in bound.upstream:
+            bound.upstream.append(task)
+        ref = pb.ResultReference(task_id=task.task_id)
+        if isinstance(value, TaskResult):
+            ref.key = value.key
+        return pb.Argument(result=ref)
+    if isinstance(value, list | tuple):
+        return pb.Argument(list=pb.ArgumentList(items=[_compile(name, label, v, bound) for v in value]))
+    if isinstance(value, Mapping):
+        fields = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise DagDefinitionError(f"{name}(): {label} has the key {k!r}; JSON object keys are strings")
+            fields[k] = _compile(name, label, v, bound)
+        return pb.Argument(map=pb.ArgumentMap(fields=fields))
+    if (
+        value is None
+        or isinstance(value, bool | int | str)
+        or (isinstance(value, float) and math.isfinite(value))
+    ):
+        literal = struct_pb2.Value()
+        if value is None:
+            literal.null_value = struct_pb2.NULL_VALUE
+        elif isinstance(value, bool):
+            literal.bool_value = value
+        elif isinstance(value, int | float):
+            literal.number_value = value
+        else:
+            literal.string_value = value
+        return pb.Argument(literal=literal)
+    hint = (
+        f" (the task function itself: call it, {value.function.__name__}(), to pass its result)"
+        if isinstance(value, TaskFunction)
+        else ""
+    )
+    raise DagDefinitionError(
+        f"{name}(): {label} is {value!r} ({type(value).__name__}){hint}: an argument is a task, a key of "
+        "a task's result (task['key']) or a JSON value (None, bool, number, string, and lists and dicts "
+        "of them)"
+    )
