@@ -18,6 +18,9 @@ real services. Groups (``--only`` picks some):
   to the new term's first committed pass (lease TTL 2 s);
 - ``footprint``: PSS and idle CPU of each service, of PostgreSQL and of etcd;
 - ``backfill``: a 365-interval backfill and the lateness of a DAG scheduled every second meanwhile;
+- ``sensors``: 1,000 reschedule-mode sensors waiting on 4 workers with 8 slots each: the slots they
+  hold while waiting, a one-task DAG's latency beside them, and the time from their condition to the
+  end of their run;
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out.
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
@@ -48,6 +51,7 @@ from tests.benchmarks.common import FAST_LEASE, register, schedctl
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.profile import profile
 from tests.benchmarks.report import plot, table, verdicts
+from tests.benchmarks.sensors import measure_waiting_sensors
 from tests.benchmarks.workloads import (
     add_load,
     chain_spec,
@@ -56,7 +60,17 @@ from tests.benchmarks.workloads import (
     measure_single_task,
 )
 
-GROUPS = ("floors", "throughput", "latency", "failover", "footprint", "backfill", "profile", "growth")
+GROUPS = (
+    "floors",
+    "throughput",
+    "latency",
+    "failover",
+    "footprint",
+    "backfill",
+    "sensors",
+    "profile",
+    "growth",
+)
 
 
 def section(name: str, fn: Callable[[], Any], results: dict[str, Any]) -> None:
@@ -168,6 +182,14 @@ class Bench:
                 self.results,
             )
 
+    def sensors(self) -> None:
+        with self.cluster("sensors", workers=4, worker_capacity=8) as c:
+            section(
+                "sensors_waiting",
+                lambda: measure_waiting_sensors(c, self.workdir, self.args.sensors, poke_interval="10s"),
+                self.results,
+            )
+
     def profile(self) -> None:
         with self.cluster("profile", workers=4, worker_capacity=8) as c:
             n = self.args.fan_out
@@ -214,6 +236,7 @@ def main() -> None:
     parser.add_argument("--fan-out", type=int, default=1000)
     parser.add_argument("--links", type=int, default=100)
     parser.add_argument("--backfill-intervals", type=int, default=365)
+    parser.add_argument("--sensors", type=int, default=1000)
     parser.add_argument("--only", default="", help="comma-separated groups: " + ", ".join(GROUPS))
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
@@ -237,6 +260,8 @@ def main() -> None:
             bench.footprint()
         if "backfill" in groups:
             bench.backfill()
+        if "sensors" in groups:
+            bench.sensors()
         if "profile" in groups:
             bench.profile()
         if "growth" in groups:
