@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from schedd_core.graph import DagGraph
-from schedd_core.planner import PAST_OK, TaskSnapshot, upstream_counts
+from schedd_core.planner import PAST_OK, TaskSnapshot, instances_of, upstream_counts
 from schedd_core.sensor_wait import sensor_wait_reason
 from schedd_core.states import TaskState
 from schedd_core.triggers import Verdict, evaluate, evaluate_setups
@@ -89,19 +89,26 @@ def _upstream_reasons(graph: DagGraph, tid: str, tasks: Mapping[str, TaskSnapsho
         if evaluate_setups(upstream_counts(graph, node.indirect_setups, setups)) is not Verdict.READY:
             waiting = ", ".join(f"{u} ({v.value})" for u, v in setups.items() if v is not TaskState.SUCCESS)
             return [f"it is in the scope of setup tasks that have not succeeded: {waiting}"]
-    states = {u: (tasks[u].state if u in tasks else TaskState.NONE) for u in sorted(node.upstream)}
-    verdict = evaluate(node.trigger_rule, upstream_counts(graph, node.upstream, states))
+    instances = instances_of(graph, tasks)  # an expanded mapped upstream task counts per instance
+    keys = [key for u in sorted(node.upstream) for key in instances.get(u) or (u,)]
+    states = {key: (tasks[key].state if key in tasks else TaskState.NONE) for key in keys}
+    verdict = evaluate(node.trigger_rule, upstream_counts(graph, node.upstream, states, instances))
     if verdict is Verdict.READY:
         return []
     pending = [
-        f"{u} ({v.value})"
-        for u, v in states.items()
+        f"{key} ({v.value})"
+        for key, v in states.items()
         if v not in (TaskState.SUCCESS, TaskState.FAILED, TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
     ]
+    more = f" and {len(pending) - _LISTED} more" if len(pending) > _LISTED else ""
     return [
         f"trigger rule {node.trigger_rule.value} is not met yet; waiting for upstream "
-        + (", ".join(pending) if pending else "tasks")
+        + (", ".join(pending[:_LISTED]) + more if pending else "tasks")
     ]
+
+
+#: Upstream task instances named in an explanation, at most.
+_LISTED = 10
 
 
 def _admission_reasons(graph: DagGraph, f: ExplainFacts) -> list[str]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.mapping_spec import ExpandSource, expand_sources
 from schedd_core.retry import RetryPolicy
 from schedd_core.spec import downstream_map, upstream_map
 from schedd_core.triggers import TriggerRule
@@ -40,6 +41,8 @@ class TaskNode:
     indirect_setups: frozenset[str] = frozenset()
     #: For a setup task: the tasks that have it among their ``indirect_setups``.
     scope: frozenset[str] = frozenset()
+    #: For a mapped task: the arguments it expands over (``schedd_core.mapping``); empty otherwise.
+    expand: tuple[ExpandSource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,11 @@ class DagGraph:
     def past_dependent(self) -> frozenset[str]:
         """The tasks with ``depends_on_past``."""
         return frozenset(tid for tid, node in self.nodes.items() if node.depends_on_past)
+
+    @functools.cached_property
+    def mapped(self) -> frozenset[str]:
+        """The mapped tasks."""
+        return frozenset(tid for tid, node in self.nodes.items() if node.expand)
 
     @classmethod
     def from_spec(
@@ -95,6 +103,7 @@ class DagGraph:
                 scope=frozenset(tid for tid, of in setups.items() if t.task_id in of)
                 if t.setup
                 else frozenset(),
+                expand=expand_sources(t),
             )
             for t in spec.tasks
         }

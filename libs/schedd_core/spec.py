@@ -19,6 +19,7 @@ from google.protobuf import duration_pb2
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument, quote
+from schedd_core.mapping_spec import check_mapping
 from schedd_core.params import check_param_schemas
 from schedd_core.sensor_spec import check_sensor
 from schedd_core.templates import check_template
@@ -128,6 +129,7 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
             if up == task.task_id:
                 raise InvalidArgument(f"spec.tasks[{i}].upstream[{j}]", "a task cannot depend on itself")
         _check_setup_teardown(f"spec.tasks[{i}]", task)
+        check_mapping(f"spec.tasks[{i}]", task)
         if task.group:
             check_id(f"spec.tasks[{i}].group", task.group)
         for ref_field, ref in _result_references(f"spec.tasks[{i}].python", task.python):

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd.v1 import worker_pb2
+from schedd_core.mapping import instance_key
 from schedd_rpc import convert
 from schedd_store import dispatch
 from schedd_store.dispatch import ClaimedAttempt
@@ -26,7 +27,7 @@ class AssignmentBuilder:
     ) -> list[tuple[str, worker_pb2.Assignment]]:
         """Claim queued task instances for the workers in ``slots`` (a worker id per free slot) and
         build their assignments, in one transaction: the claim, the specs of versions not cached yet,
-        and the results of upstream tasks (only for runs that stored any). Returns
+        and the results of upstream tasks (only for runs that stored any, or from mapped tasks). Returns
         ``(worker_id, assignment)`` pairs."""
         if not slots:
             return []
@@ -38,8 +39,9 @@ class AssignmentBuilder:
             upstream = {
                 up
                 for c in claimed
-                if c.run_has_results
                 for up in self._versions.task(c.dag_version_id, c.task_id).upstream
+                # a mapped upstream task's results are a list even when none of its instances stored one
+                if c.run_has_results or self._versions.task(c.dag_version_id, up).HasField("mapping")
             }
             results = (
                 await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))
@@ -96,6 +98,9 @@ class AssignmentBuilder:
         assignment.code_bundle = dag.code_bundle  # the run's pinned version imports from this bundle only
         if task.HasField("execution_timeout"):
             assignment.execution_timeout.CopyFrom(task.execution_timeout)
+        if c.map_index >= 0:
+            assignment.map_index = c.map_index
+            assignment.mapping.CopyFrom(task.mapping)
         if task.HasField("sensor"):
             assignment.sensor.CopyFrom(task.sensor)
             if c.first_poke_at is not None:
@@ -114,11 +119,12 @@ def merged_params(dag: pb.DagSpec, task: pb.TaskSpec, conf: dict[str, Any]) -> d
 
 
 def idempotency_key(c: ClaimedAttempt) -> str:
-    """``{dag}/{run}/{task}``: the same for every attempt of one task instance in one run.
+    """``{dag}/{run}/{task}`` (``{dag}/{run}/{task}[{map_index}]`` for a mapped task's instance): the
+    same for every attempt of one task instance in one run.
 
     A retry, or a re-run after an attempt was lost with its worker (even one that finished its
     work but could not report it), sees the key the earlier attempts saw, so a task can tell
     that its side effects were already applied. ``SCHEDD_ATTEMPT_ID`` and ``SCHEDD_TRY_NUMBER``
     tell the attempts apart.
     """
-    return f"{c.dag_id}/{c.run_id}/{c.task_id}"
+    return f"{c.dag_id}/{c.run_id}/{instance_key(c.task_id, c.map_index)}"

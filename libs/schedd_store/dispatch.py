@@ -53,6 +53,8 @@ class ClaimedAttempt:
     trace_context: str = ""
     #: A reschedule-mode sensor: when the first poke of its current try started (None for the first).
     first_poke_at: datetime | None = None
+    #: Which instance of a mapped task this is; -1 for a task that is not mapped.
+    map_index: int = -1
 
 
 class Outcome(enum.Enum):
@@ -149,6 +151,7 @@ async def claim_in(
             queued_at=r.queued_at,
             trace_context=r.trace_context or "",
             first_poke_at=r.first_poke_at,
+            map_index=r.map_index,
         )
         for r in rows
     ]
@@ -157,7 +160,8 @@ async def claim_in(
 async def upstream_results(
     conn: AsyncConnection, run_pks: Sequence[int], task_ids: Sequence[str]
 ) -> dict[tuple[int, str], Any]:
-    """Stored result values of the given tasks in the given runs, by (run pk, task id)."""
+    """Stored result values of the given tasks in the given runs, by (run pk, task id); the value of a
+    mapped task is the list of its instances' results by map index (None for one that stored none)."""
     if not run_pks or not task_ids:
         return {}
     rows = (

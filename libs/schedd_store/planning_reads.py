@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot
 from schedd_core.states import TaskState
 from schedd_store import statements as sql
@@ -45,6 +46,7 @@ class PlanningRun:
     backfill_id: int | None = None
     #: Raised by every manual change of the run (clear, mark, cancel, a backfill's rerun).
     control_version: int = 0
+    #: By task instance key: the task id, or ``task_id[i]`` for a mapped task's instance.
     tasks: dict[str, TaskSnapshot] = field(default_factory=dict)
     ti_ids: dict[str, int] = field(default_factory=dict)
     tries: dict[str, int] = field(default_factory=dict)
@@ -69,8 +71,8 @@ def _run(r: Sequence[Any]) -> PlanningRun:
 
 
 def _add_task(run: PlanningRun, t: Sequence[Any]) -> str:
-    """Record one task instance row (``ti_id, task_id, state, follow, try_number, retry_due,
-    retry_unscheduled``) on ``run``; returns its task id."""
+    """Record one task instance row (``ti_id, task_key, state, follow, try_number, retry_due,
+    retry_unscheduled``) on ``run``; returns its key (``schedd_core.mapping``)."""
     ti_id, task_id, state, follow, try_number, retry_due, retry_unscheduled = t
     run.tasks[task_id] = TaskSnapshot(
         _STATE[state],
@@ -162,3 +164,43 @@ async def queued_runs_to_start(conn: FencedConnection, freed: dict[str, int]) ->
     dag_ids = sorted(freed)
     params = {"dag_ids": dag_ids, "rooms": [freed[d] for d in dag_ids]}
     return [int(r.id) for r in (await conn.execute(sql.QUEUED_RUNS_TO_START, params)).all()]
+
+
+async def expansion_lengths(
+    conn: FencedConnection, wanted: Sequence[tuple[int, DagGraph, str]]
+) -> dict[int, dict[str, list[tuple[str, int | None]]]]:
+    """For mapped tasks ready to expand (``(run pk, graph, task id)``): by run and task, the name and
+    list length of each argument it expands over (``planner.plan_run``'s ``map_lengths``). A literal
+    list's length is the spec's; an upstream result that is not a list (or no result) has None; a
+    mapped upstream task's results are as long as it has instances."""
+    asked = sorted(
+        {
+            (pk, source.task_id, source.key)
+            for pk, graph, tid in wanted
+            for source in graph.nodes[tid].expand
+            if source.literal_length is None
+        },
+        key=lambda q: (q[0], q[1], q[2] or ""),
+    )
+    found: dict[tuple[int, str, str | None], int | None] = {}
+    if asked:
+        params = {
+            "run_pks": [q[0] for q in asked],
+            "task_ids": [q[1] for q in asked],
+            "keys": [q[2] for q in asked],
+        }
+        for r in (await conn.execute(sql.EXPANSION_SOURCES, params)).all():
+            length = int(r.instances) if r.instances else (None if r.length is None else int(r.length))
+            found[(int(r.run_pk), r.task_id, r.key)] = length
+    result: dict[int, dict[str, list[tuple[str, int | None]]]] = {}
+    for pk, graph, tid in wanted:
+        result.setdefault(pk, {})[tid] = [
+            (
+                source.name,
+                source.literal_length
+                if source.literal_length is not None
+                else found.get((pk, source.task_id, source.key)),
+            )
+            for source in graph.nodes[tid].expand
+        ]
+    return result

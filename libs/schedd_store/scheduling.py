@@ -18,6 +18,7 @@ from typing import Any
 from schedd_core.admission import Candidate
 from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
+from schedd_core.mapping import split_key, task_of
 from schedd_core.planner import RunPlan
 from schedd_core.retry import retry_delay
 from schedd_core.sensor_wait import waits_for_poke
@@ -46,6 +47,9 @@ class PassOutcome:
     #: whose waiting task instances it admitted): the leader reads them again before it plans their
     #: runs next.
     written: dict[int, set[int]] = field(default_factory=dict)
+    #: Runs in which the pass expanded a mapped task (removed its placeholder): the leader reads them
+    #: in full next time.
+    expanded_runs: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -81,7 +85,7 @@ async def apply_plans(
         graphs_by_dag[run.dag_id] = graph
         new = set(plan.to_create)
         for tid in plan.to_queue:
-            node = graph.nodes[tid]
+            node = graph.nodes[task_of(tid)]
             key = run.ti_ids.get(tid)
             if key is None:
                 key, next_new_key = next_new_key, next_new_key - 1
@@ -91,7 +95,7 @@ async def apply_plans(
                     Candidate(
                         ti_id=key,
                         dag_id=run.dag_id,
-                        task_id=tid,
+                        task_id=node.task_id,
                         pool=node.pool,
                         pool_slots=node.pool_slots,
                         priority=node.priority_weight,
@@ -116,6 +120,7 @@ async def apply_plans(
         for k in (
             "run_pks",
             "task_ids",
+            "map_indexes",
             "states",
             "max_tries",
             "weights",
@@ -137,6 +142,9 @@ async def apply_plans(
     to_skip: list[int] = []
     to_upstream_failed: list[int] = []
     to_fail: list[int] = []
+    #: (run pk, task instance key, error): instances created by the pass are found by key after it.
+    fail_unrun: list[tuple[int, str, str]] = []
+    to_remove: list[int] = []
     retry_ids: list[int] = []
     retry_delays: list[float] = []
     started: list[int] = []
@@ -151,13 +159,17 @@ async def apply_plans(
         first_state = {tid: TaskState.SKIPPED for tid in plan.to_skip if tid in new}
         first_state |= {tid: TaskState.UPSTREAM_FAILED for tid in plan.to_upstream_failed if tid in new}
         for tid in plan.to_create:
-            node = graph.nodes[tid]
+            if tid in plan.to_remove:
+                continue  # a mapped task expanded in the pass that made its placeholder
+            task_id, map_index = split_key(tid)
+            node = graph.nodes[task_id]
             state = first_state.get(tid, TaskState.NONE)
             key = ready_new.get((run.pk, tid))
             if key is not None:
                 state = TaskState.QUEUED if key in admitted_keys else TaskState.SCHEDULED
             creates["run_pks"].append(run.pk)
-            creates["task_ids"].append(tid)
+            creates["task_ids"].append(task_id)
+            creates["map_indexes"].append(map_index)
             creates["states"].append(state.value)
             creates["max_tries"].append(node.max_tries)
             creates["weights"].append(node.priority_weight)
@@ -169,10 +181,14 @@ async def apply_plans(
         to_skip += [run.ti_ids[t] for t in plan.to_skip if t not in new]
         to_upstream_failed += [run.ti_ids[t] for t in plan.to_upstream_failed if t not in new]
         to_fail += [run.ti_ids[t] for t in plan.to_fail]
+        fail_unrun += [(run.pk, t, error) for t, error in plan.to_fail_unrun]
+        if plan.to_remove:
+            to_remove += [run.ti_ids[t] for t in plan.to_remove if t not in new]
+            outcome.expanded_runs.add(run.pk)
         for tid in plan.to_schedule_retry:
             failed_try = max(1, run.tries.get(tid, 1))
             retry_ids.append(run.ti_ids[tid])
-            retry_delays.append(retry_delay(graph.nodes[tid].retry, failed_try, rng.random()))
+            retry_delays.append(retry_delay(graph.nodes[task_of(tid)].retry, failed_try, rng.random()))
         if run.state == RunState.QUEUED:
             started.append(run.pk)
             if graph.run_timeout:
@@ -190,12 +206,23 @@ async def apply_plans(
                 run_events.append((event, run.pk, run.dag_id))
 
     queues: set[str] = set()
+    if to_remove:
+        rows = (await conn.execute(sql.REMOVE_PLACEHOLDERS, {"ids": to_remove})).all()
+        _expect("remove the placeholders of", to_remove, rows)
+    created: dict[tuple[int, str], int] = {}
     if creates["run_pks"]:
         rows = (await conn.execute(sql.INSERT_TASK_INSTANCES, {**creates, "token": token})).all()
         queues |= {r.queue for r in rows if r.state == TaskState.QUEUED}
         outcome.queued += sum(1 for r in rows if r.state == TaskState.QUEUED)
         for r in rows:
             outcome.written.setdefault(r.run_pk, set()).add(r.id)
+            created[(r.run_pk, r.task_key)] = r.id
+    failed_unrun: list[int] = []
+    if fail_unrun:
+        ids_of = {run.pk: run.ti_ids for run, _, _ in plans}
+        failed_unrun = [ids_of[pk].get(key) or created[(pk, key)] for pk, key, _ in fail_unrun]
+        params = {"ids": failed_unrun, "errors": [e[:4000] for _, _, e in fail_unrun], "token": token}
+        _expect("fail", failed_unrun, (await conn.execute(sql.FAIL_UNRUN_TASK_INSTANCES, params)).all())
     if to_schedule:
         rows = (
             await conn.execute(
@@ -258,7 +285,8 @@ async def apply_plans(
         )
         await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
     run_of = {ti: run.pk for run, _, _ in plans for ti in run.ti_ids.values()} | waiting_run
-    for ti in (*to_queue, *to_schedule, *to_skip, *to_upstream_failed, *to_fail, *retry_ids):
+    run_of |= {ti: pk for (pk, _), ti in created.items()}
+    for ti in (*to_queue, *to_schedule, *to_skip, *to_upstream_failed, *to_fail, *retry_ids, *failed_unrun):
         outcome.written.setdefault(run_of[ti], set()).add(ti)
     if to_queue:
         # Last, and in one statement with the pass log and the registries' wake-up: the common pass

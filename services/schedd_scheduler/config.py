@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from schedd_coord.lease import LeaseTiming
+from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH
 from schedd_store.retention import Retention
 
 
@@ -19,6 +20,8 @@ class SchedulerConfig:
     #: Task instances one pass plans besides its oldest run: the smallest pending runs whose task
     #: counts add up to at most this. Keeps every pass well inside the lease's renew deadline.
     pass_budget: int = 5000
+    #: Most task instances one mapped task expands into (Airflow's ``max_map_length``).
+    max_map_length: int = DEFAULT_MAX_MAP_LENGTH
     db_pool_size: int = 4
     #: Seconds a SIGTERM hand-over waits for the current pass to finish.
     stop_grace: float = 5.0

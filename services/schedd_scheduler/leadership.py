@@ -147,6 +147,7 @@ class Replica:
             self._versions,
             batch_size=self._config.batch_size,
             pass_budget=self._config.pass_budget,
+            max_map_length=self._config.max_map_length,
             metrics=self._metrics,
         )
         self._sweeper = LostAttemptSweeper(

@@ -4,7 +4,9 @@ Work grows with what changed: a finished task notifies its run (naming the task 
 only that run is evaluated, incrementally: the leader keeps the task instances of the runs it
 evaluated (``run_cache``), reads again only those reported changed and those it wrote itself, and
 plans only what they affect (``plan_run(focus=...)``). A run is read and planned in full when it is
-new, when a user changed it, and whenever the leader was not told exactly what changed.
+new, when a user changed it, when a pass expanded a mapped task in it, and whenever the leader was
+not told exactly what changed. A pass with mapped tasks ready to expand reads what they expand over
+and plans those runs again before it writes (at most ``max_map_length`` instances per mapped task).
 
 Each pass is one fenced transaction over at most ``batch_size``
 runs: the oldest pending run, whatever its size, and the smallest others whose task
@@ -39,7 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
-from schedd_core.planner import plan_run, plan_timeout
+from schedd_core.graph import DagGraph
+from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH, MapLengths, RunPlan, plan_run, plan_timeout
 from schedd_core.states import TASK_FINISHED, TaskState
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pass_spans import PassSpans
@@ -66,6 +69,7 @@ class SchedulingLoop:
         *,
         batch_size: int,
         pass_budget: int = 5000,
+        max_map_length: int = DEFAULT_MAX_MAP_LENGTH,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._engine = engine
@@ -74,6 +78,7 @@ class SchedulingLoop:
         self._versions = versions
         self._batch_size = batch_size
         self._pass_budget = pass_budget
+        self._max_map_length = max_map_length
         self._metrics = metrics
         self._spans = PassSpans(engine)
         self._stopping = asyncio.Event()
@@ -188,7 +193,7 @@ class SchedulingLoop:
         self._retry_delay = 0.05
         for run in evaluated:
             self._strikes.pop(run.pk, None)
-            if run.pk in outcome.finished_runs:
+            if run.pk in outcome.finished_runs or run.pk in outcome.expanded_runs:
                 self._cache.drop(run.pk)
             else:
                 self._cache.keep(run, outcome.written.get(run.pk, set()))
@@ -270,14 +275,52 @@ class SchedulingLoop:
             if graph.run_timeout and run.age is not None and run.age > graph.run_timeout:
                 plan = plan_timeout(graph, run.tasks)
             else:
-                plan = plan_run(graph, run.tasks, past.get(run.pk), focus=run.changed)
-            if not plan.empty or run.state == "queued":
-                plans.append((run, graph, plan))
+                plan = self._plan(graph, run, past.get(run.pk))
+            plans.append((run, graph, plan))
+        plans = await self._expand(conn, plans, past)
+        plans = [(r, g, p) for r, g, p in plans if not p.empty or r.state == "queued"]
         outcome = await scheduling.apply_plans(
             conn, self._fence.token, plans, graph_of=self._versions.graph, load_graphs=self._versions.load
         )
         wake = await planning_reads.queued_runs_to_start(conn, outcome.freed_runs)
         return outcome, loaded, wake + released, deferred
+
+    def _plan(
+        self,
+        graph: DagGraph,
+        run: planning_reads.PlanningRun,
+        past: Mapping[str, TaskState] | None,
+        map_lengths: MapLengths | None = None,
+    ) -> RunPlan:
+        return plan_run(
+            graph,
+            run.tasks,
+            past,
+            focus=run.changed,
+            map_lengths=map_lengths,
+            max_map_length=self._max_map_length,
+        )
+
+    async def _expand(
+        self,
+        conn: FencedConnection,
+        plans: list[tuple[planning_reads.PlanningRun, DagGraph, RunPlan]],
+        past: Mapping[int, Mapping[str, TaskState]],
+    ) -> list[tuple[planning_reads.PlanningRun, DagGraph, RunPlan]]:
+        """Plan again, with the lengths of what they expand over, the runs with mapped tasks ready to
+        expand (one read for all of them)."""
+        wanted = [(run.pk, graph, tid) for run, graph, plan in plans for tid in plan.to_measure]
+        if not wanted:
+            return plans
+        lengths = await planning_reads.expansion_lengths(conn, wanted)
+        return [
+            (
+                run,
+                graph,
+                self._plan(graph, run, past.get(run.pk), lengths[run.pk]) if plan.to_measure else plan,
+            )
+            for run, graph, plan in plans
+        ]
 
     async def _past(
         self, conn: FencedConnection, runs: list[planning_reads.PlanningRun]

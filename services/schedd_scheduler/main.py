@@ -13,6 +13,7 @@ import typer
 from schedd_coord.client import EtcdClient
 from schedd_coord.lease import LeaseTiming
 from schedd_core.errors import Unavailable
+from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH
 from schedd_faults import FaultPoints
 from schedd_rpc.server import stop_signals
 from schedd_scheduler.config import SchedulerConfig
@@ -125,6 +126,13 @@ def cli(
         min=0,
         help="days the pass log, delivered callbacks, request ids and departed workers are kept; 0: forever",
     ),
+    max_map_length: int = typer.Option(
+        DEFAULT_MAX_MAP_LENGTH,
+        envvar="SCHEDD_MAX_MAP_LENGTH",
+        min=1,
+        max=100_000,
+        help="most task instances one mapped task expands into; more fails the task",
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a scheduler replica: campaign for leadership and schedule while leading.
@@ -152,6 +160,7 @@ def cli(
         executor=executor,
         parallelism=parallelism,
         task_database_url=task_database_url,
+        max_map_length=max_map_length,
         retention=Retention(
             runs=retain_runs * DAY,
             logs=retain_logs * DAY,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import strategies as st
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.explain import ExplainFacts
 from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot
 from schedd_core.states import TaskState
@@ -59,3 +62,32 @@ def dag_specs(draw: st.DrawFn, *, max_tasks: int = 12, trigger_rules: bool = Fal
                 options["setup"] = draw(st.sampled_from([False, False, True]))
         tasks.append(task(f"t{j}", *(f"t{i}" for i in ups), **options))
     return dag(*draw(st.permutations(tasks)))
+
+
+#: The time explanations are computed at.
+EXPLAIN_NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def explain_facts(task_id: str, state: TaskState, **overrides: Any) -> ExplainFacts:
+    """What explain is told of a task instance of a running run in a free pool, with ``overrides``."""
+    base = ExplainFacts(
+        task_id=task_id,
+        state=state,
+        run_state="running",
+        paused=False,
+        pool="default_pool",
+        pool_slots=1,
+        pool_total=128,
+        pool_used=0,
+        dag_active=0,
+        task_active=0,
+        dag_running_runs=1,
+        waiting_ahead=0,
+        next_retry_at=None,
+        now=EXPLAIN_NOW,
+        try_number=0,
+        max_tries=1,
+        queue="default",
+        workers_for_queue=1,
+    )
+    return replace(base, **overrides)

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -19,7 +17,7 @@ from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot, plan_timeout
 from schedd_core.retry import DEFAULT_RETRY_DELAY, RetryPolicy, retry_delay
 from schedd_core.states import RunState, TaskState
-from tests.unit.helpers import dag, graph, snaps, task
+from tests.unit.helpers import EXPLAIN_NOW, dag, explain_facts, graph, snaps, task
 
 T = TaskState
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
@@ -248,33 +246,6 @@ def test_graph_carries_max_tries_and_retry_policy() -> None:
 
 # --- explain ----------------------------------------------------------------------------------------
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-def facts(task_id: str, state: TaskState, **overrides: Any) -> ExplainFacts:
-    base = ExplainFacts(
-        task_id=task_id,
-        state=state,
-        run_state="running",
-        paused=False,
-        pool="default_pool",
-        pool_slots=1,
-        pool_total=128,
-        pool_used=0,
-        dag_active=0,
-        task_active=0,
-        dag_running_runs=1,
-        waiting_ahead=0,
-        next_retry_at=None,
-        now=NOW,
-        try_number=0,
-        max_tries=1,
-        queue="default",
-        workers_for_queue=1,
-    )
-    return replace(base, **overrides)
-
-
 CHAIN = graph(task("a"), task("b", "a"))
 
 
@@ -286,16 +257,16 @@ def reasons(g: DagGraph, f: ExplainFacts, states: dict[str, TaskState]) -> list[
 
 @pytest.mark.parametrize("state", [T.SUCCESS, T.FAILED, T.SKIPPED, T.UPSTREAM_FAILED])
 def test_explain_finished(state: TaskState) -> None:
-    (reason,) = reasons(CHAIN, facts("a", state), {"a": state})
+    (reason,) = reasons(CHAIN, explain_facts("a", state), {"a": state})
     assert f"it is finished ({state.value})" in reason and "clear it" in reason
 
 
 def test_explain_running() -> None:
-    assert reasons(CHAIN, facts("a", T.RUNNING), {"a": T.RUNNING}) == ["it is running"]
+    assert reasons(CHAIN, explain_facts("a", T.RUNNING), {"a": T.RUNNING}) == ["it is running"]
 
 
 def test_explain_waiting_for_upstream() -> None:
-    (reason,) = reasons(CHAIN, facts("b", T.NONE), {"a": T.RUNNING, "b": T.NONE})
+    (reason,) = reasons(CHAIN, explain_facts("b", T.NONE), {"a": T.RUNNING, "b": T.NONE})
     assert reason == "trigger rule all_success is not met yet; waiting for upstream a (running)"
 
 
@@ -303,93 +274,99 @@ def test_explain_waiting_for_upstream_names_only_the_unfinished_ones() -> None:
     g = graph(
         task("a"), task("b"), task("c"), task("j", "a", "b", "c", trigger_rule=pb.TRIGGER_RULE_ALL_DONE)
     )
-    (reason,) = reasons(g, facts("j", T.NONE), {"a": T.SUCCESS, "b": T.UP_FOR_RETRY, "c": T.QUEUED})
+    (reason,) = reasons(g, explain_facts("j", T.NONE), {"a": T.SUCCESS, "b": T.UP_FOR_RETRY, "c": T.QUEUED})
     assert reason.startswith("trigger rule all_done is not met yet")
     assert "b (up_for_retry)" in reason and "c (queued)" in reason and "a (" not in reason
 
 
 def test_explain_nothing_holds_it_back() -> None:
-    (reason,) = reasons(CHAIN, facts("b", T.NONE), {"a": T.SUCCESS, "b": T.NONE})
+    (reason,) = reasons(CHAIN, explain_facts("b", T.NONE), {"a": T.SUCCESS, "b": T.NONE})
     assert "nothing holds it back" in reason
 
 
 def test_explain_paused_comes_first() -> None:
-    got = reasons(CHAIN, facts("b", T.NONE, paused=True), {"a": T.RUNNING, "b": T.NONE})
+    got = reasons(CHAIN, explain_facts("b", T.NONE, paused=True), {"a": T.RUNNING, "b": T.NONE})
     assert got[0] == "its DAG is paused"
     assert "waiting for upstream a (running)" in got[1]
 
 
 def test_explain_pool_full() -> None:
-    f = facts("a", T.SCHEDULED, pool="p", pool_total=2, pool_used=2)
+    f = explain_facts("a", T.SCHEDULED, pool="p", pool_total=2, pool_used=2)
     assert reasons(CHAIN, f, {"a": T.SCHEDULED}) == ["pool 'p' is full: 2 of 2 slots taken, it needs 1"]
 
 
 def test_explain_pool_full_for_a_multi_slot_task() -> None:
-    f = facts("a", T.SCHEDULED, pool="p", pool_slots=2, pool_total=2, pool_used=1)
+    f = explain_facts("a", T.SCHEDULED, pool="p", pool_slots=2, pool_total=2, pool_used=1)
     assert reasons(CHAIN, f, {"a": T.SCHEDULED}) == ["pool 'p' is full: 1 of 2 slots taken, it needs 2"]
 
 
 def test_explain_task_bigger_than_its_pool() -> None:
-    f = facts("a", T.SCHEDULED, pool="p", pool_slots=3, pool_total=2, pool_used=0)
+    f = explain_facts("a", T.SCHEDULED, pool="p", pool_slots=3, pool_total=2, pool_used=0)
     assert reasons(CHAIN, f, {"a": T.SCHEDULED}) == ["it needs 3 slots but pool 'p' has only 2"]
 
 
 def test_explain_missing_pool() -> None:
-    f = facts("a", T.SCHEDULED, pool="gone", pool_total=None)
+    f = explain_facts("a", T.SCHEDULED, pool="gone", pool_total=None)
     assert reasons(CHAIN, f, {"a": T.SCHEDULED}) == ["pool 'gone' does not exist"]
 
 
 def test_explain_tasks_waiting_ahead() -> None:
-    f = facts("a", T.SCHEDULED, pool="p", pool_total=4, pool_used=1, waiting_ahead=3)
+    f = explain_facts("a", T.SCHEDULED, pool="p", pool_total=4, pool_used=1, waiting_ahead=3)
     (reason,) = reasons(CHAIN, f, {"a": T.SCHEDULED})
     assert reason.startswith("3 task instances wait ahead of it in pool 'p'")
 
 
 def test_explain_dag_max_active_tasks() -> None:
     g = DagGraph.from_spec(dag(task("a"), max_active_tasks=2))
-    got = reasons(g, facts("a", T.SCHEDULED, dag_active=2), {"a": T.SCHEDULED})
+    got = reasons(g, explain_facts("a", T.SCHEDULED, dag_active=2), {"a": T.SCHEDULED})
     assert got == ["its DAG runs 2 tasks, its max_active_tasks is 2"]
-    assert "nothing holds" in reasons(g, facts("a", T.SCHEDULED, dag_active=1), {"a": T.SCHEDULED})[0]
+    assert "nothing holds" in reasons(g, explain_facts("a", T.SCHEDULED, dag_active=1), {"a": T.SCHEDULED})[0]
 
 
 def test_explain_task_max_active_instances() -> None:
     g = graph(task("a", max_active_instances=1))
-    got = reasons(g, facts("a", T.SCHEDULED, task_active=1), {"a": T.SCHEDULED})
+    got = reasons(g, explain_facts("a", T.SCHEDULED, task_active=1), {"a": T.SCHEDULED})
     assert got == ["1 instances of this task run, its max_active_instances is 1"]
 
 
 def test_explain_run_waiting_for_max_active_runs() -> None:
     g = DagGraph.from_spec(dag(task("a"), max_active_runs=1))
-    got = reasons(g, facts("a", T.NONE, run_state="queued", dag_running_runs=1), {"a": T.NONE})
+    got = reasons(g, explain_facts("a", T.NONE, run_state="queued", dag_running_runs=1), {"a": T.NONE})
     assert got[0] == "its run waits to start: 1 of max_active_runs=1 runs of the DAG are running"
 
 
 def test_explain_retry_time() -> None:
-    f = facts("a", T.UP_FOR_RETRY, try_number=1, max_tries=3, next_retry_at=NOW + timedelta(seconds=42.25))
+    f = explain_facts(
+        "a", T.UP_FOR_RETRY, try_number=1, max_tries=3, next_retry_at=EXPLAIN_NOW + timedelta(seconds=42.25)
+    )
     (reason,) = reasons(CHAIN, f, {"a": T.UP_FOR_RETRY})
     assert reason.startswith("try 1 of 3 failed; it retries in 42.2s (") or reason.startswith(
         "try 1 of 3 failed; it retries in 42.3s ("
     )
-    assert (NOW + timedelta(seconds=42.25)).isoformat() in reason
+    assert (EXPLAIN_NOW + timedelta(seconds=42.25)).isoformat() in reason
 
 
 def test_explain_overdue_retry_says_zero_and_unscheduled_retry_says_so() -> None:
-    overdue = facts("a", T.UP_FOR_RETRY, try_number=2, max_tries=3, next_retry_at=NOW - timedelta(seconds=5))
+    overdue = explain_facts(
+        "a", T.UP_FOR_RETRY, try_number=2, max_tries=3, next_retry_at=EXPLAIN_NOW - timedelta(seconds=5)
+    )
     assert "it retries in 0.0s" in reasons(CHAIN, overdue, {"a": T.UP_FOR_RETRY})[0]
-    unset = facts("a", T.UP_FOR_RETRY, try_number=1, max_tries=2)
+    unset = explain_facts("a", T.UP_FOR_RETRY, try_number=1, max_tries=2)
     assert "at an unset time" in reasons(CHAIN, unset, {"a": T.UP_FOR_RETRY})[0]
 
 
 def test_explain_queued_with_and_without_workers() -> None:
-    (with_worker,) = reasons(CHAIN, facts("a", T.QUEUED, queue="gpu"), {"a": T.QUEUED})
+    (with_worker,) = reasons(CHAIN, explain_facts("a", T.QUEUED, queue="gpu"), {"a": T.QUEUED})
     assert with_worker == "it is queued on queue 'gpu', waiting for a worker with a free slot"
-    (without,) = reasons(CHAIN, facts("a", T.QUEUED, queue="gpu", workers_for_queue=0), {"a": T.QUEUED})
+    (without,) = reasons(
+        CHAIN, explain_facts("a", T.QUEUED, queue="gpu", workers_for_queue=0), {"a": T.QUEUED}
+    )
     assert without.endswith("(no active worker serves queue 'gpu')")
 
 
 def test_explain_scheduled_lists_every_admission_reason() -> None:
     g = DagGraph.from_spec(dag(task("a", max_active_instances=1), max_active_tasks=1))
-    f = facts(
+    f = explain_facts(
         "a", T.SCHEDULED, pool="p", pool_total=1, pool_used=1, waiting_ahead=2, dag_active=1, task_active=1
     )
     got = reasons(g, f, {"a": T.SCHEDULED})

@@ -12,6 +12,7 @@ from schedd_core.planner import RunPlan, TaskSnapshot, plan_run, run_outcome
 from schedd_core.states import TASK_FINISHED, RunState, TaskState
 from schedd_core.triggers import UpstreamCounts, Verdict, evaluate
 from tests.unit.helpers import dag_specs, graph, snaps, task
+from tests.unit.planning_histories import Steps, assert_incremental_plans_are_full_plans, histories
 
 T = TaskState
 FAILED_LIKE = (T.FAILED, T.UPSTREAM_FAILED)
@@ -426,60 +427,7 @@ def test_a_removed_upstream_no_longer_constrains_its_downstream() -> None:
 # --- incremental planning -------------------------------------------------------------------------
 
 
-def _apply(states: dict[str, TaskSnapshot], p: RunPlan, draw: st.DrawFn) -> None:
-    """What the store makes of a plan: ready tasks are queued or wait for a slot, the rest as planned."""
-    for tid in p.to_create:
-        states[tid] = TaskSnapshot(T.NONE)
-    for tid in p.to_queue:
-        states[tid] = TaskSnapshot(T.QUEUED if draw(st.booleans()) else T.SCHEDULED)
-    for tid in p.to_skip:
-        states[tid] = TaskSnapshot(T.SKIPPED)
-    for tid in p.to_upstream_failed:
-        states[tid] = TaskSnapshot(T.UPSTREAM_FAILED)
-    for tid in p.to_schedule_retry:
-        states[tid] = TaskSnapshot(T.UP_FOR_RETRY)
-
-
-@st.composite
-def histories(draw: st.DrawFn) -> tuple[DagGraph, list[tuple[dict[str, TaskSnapshot], set[str]]]]:
-    """A run planned and applied step by step, with workers changing task instances in between: the
-    states before each plan and the tasks whose instances changed since the previous one."""
-    g = DagGraph.from_spec(draw(dag_specs(max_tasks=10, trigger_rules=True)))
-    states: dict[str, TaskSnapshot] = {}
-    _apply(states, plan_run(g, states), draw)
-    steps = []
-    for _ in range(draw(st.integers(1, 8))):
-        changed: set[str] = set()
-        for tid in sorted(states):
-            state = states[tid].state
-            if state is T.QUEUED and draw(st.booleans()):
-                states[tid] = TaskSnapshot(T.RUNNING)  # a claim: not reported to the leader
-            elif state in (T.QUEUED, T.RUNNING) and draw(st.booleans()):
-                states[tid] = TaskSnapshot(draw(st.sampled_from([T.SUCCESS, T.FAILED, T.UP_FOR_RETRY])))
-                changed.add(tid)
-        steps.append((dict(states), changed))
-        _apply(states, plan_run(g, states), draw)
-    return g, steps
-
-
 @settings(max_examples=300, deadline=None)
 @given(histories())
-def test_an_incremental_plan_is_the_full_plan(
-    history: tuple[DagGraph, list[tuple[dict[str, TaskSnapshot], set[str]]]],
-) -> None:
-    g, steps = history
-    for states, changed in steps:
-        full = plan_run(g, states)
-        focused = plan_run(g, states, focus=changed)
-        waiting = {tid for tid, snap in states.items() if snap.state is T.SCHEDULED}
-        assert set(focused.to_queue) <= set(full.to_queue)
-        assert set(full.to_queue) - set(focused.to_queue) <= waiting
-        for name in (
-            "to_create",
-            "to_skip",
-            "to_upstream_failed",
-            "to_schedule_retry",
-            "to_fail",
-            "run_state",
-        ):
-            assert getattr(focused, name) == getattr(full, name), name
+def test_an_incremental_plan_is_the_full_plan(history: tuple[DagGraph, Steps]) -> None:
+    assert_incremental_plans_are_full_plans(*history)

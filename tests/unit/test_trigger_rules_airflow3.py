@@ -358,11 +358,11 @@ def test_a_dag_of_only_teardowns_falls_back_to_its_plain_leaves() -> None:
 
 def test_explain_names_the_indirect_setup_a_task_waits_for() -> None:
     from schedd_core.explain import explain
-    from tests.unit.test_admission_retry_explain import facts
+    from tests.unit.helpers import explain_facts
 
     g = setup_work_teardown()
     states = {"create_cluster": T.RUNNING, "run_job": T.SUCCESS, "report": T.NONE, "delete_cluster": T.NONE}
-    assert explain(g, facts("report", T.NONE), snaps(states)) == [
+    assert explain(g, explain_facts("report", T.NONE), snaps(states)) == [
         "it is in the scope of setup tasks that have not succeeded: create_cluster (running)"
     ]
 

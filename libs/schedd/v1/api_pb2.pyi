@@ -1349,7 +1349,9 @@ class ClearTaskInstancesRequest(_message.Message):
     request_id: _builtins.str
     """A retry with the same request_id answers with the first call's cleared ids and clears nothing."""
     @_builtins.property
-    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Task ids (every instance of a mapped task), or `{task_id}[{map_index}]` for one mapped instance."""
+
     def __init__(
         self,
         *,
@@ -1374,7 +1376,9 @@ class ClearTaskInstancesResponse(_message.Message):
 
     CLEARED_TASK_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cleared_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cleared_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """`{task_id}` or, for a mapped instance, `{task_id}[{map_index}]`."""
+
     def __init__(
         self,
         *,

@@ -583,6 +583,7 @@ class TaskSpec(_message.Message):
     TEARDOWN_FIELD_NUMBER: _builtins.int
     GROUP_FIELD_NUMBER: _builtins.int
     SENSOR_FIELD_NUMBER: _builtins.int
+    MAPPING_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     retries: _builtins.int
     retry_exponential_backoff: _builtins.bool
@@ -645,6 +646,12 @@ class TaskSpec(_message.Message):
     def sensor(self) -> Global___SensorSpec:
         """Makes a Python task a sensor: it pokes until its function says its condition holds."""
 
+    @_builtins.property
+    def mapping(self) -> Global___TaskMapping:
+        """Makes a Python task mapped (Airflow's dynamic task mapping): when it is ready to run, it becomes
+        one task instance per element of its expanded arguments (per combination, for several).
+        """
+
     def __init__(
         self,
         *,
@@ -676,16 +683,70 @@ class TaskSpec(_message.Message):
         teardown: _builtins.bool = ...,
         group: _builtins.str = ...,
         sensor: Global___SensorSpec | None = ...,
+        mapping: Global___TaskMapping | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "mapping", b"mapping", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "depends_on_past", b"depends_on_past", "env", b"env", "execution_timeout", b"execution_timeout", "group", b"group", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "sensor", b"sensor", "setup", b"setup", "shell", b"shell", "task_id", b"task_id", "teardown", b"teardown", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "depends_on_past", b"depends_on_past", "env", b"env", "execution_timeout", b"execution_timeout", "group", b"group", "mapping", b"mapping", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "sensor", b"sensor", "setup", b"setup", "shell", b"shell", "task_id", b"task_id", "teardown", b"teardown", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_action) -> _WhichOneofReturnType_action | None: ...
 
 Global___TaskSpec: _TypeAlias = TaskSpec  # noqa: Y015
+
+@_typing.final
+class TaskMapping(_message.Message):
+    """The arguments a mapped task is expanded over (`task.partial(...).expand(name=values)`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXPAND_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def expand(self) -> _containers.RepeatedCompositeFieldContainer[Global___MappedArgument]:
+        """In order: with several, a task instance per combination, the last argument varying fastest."""
+
+    def __init__(
+        self,
+        *,
+        expand: _abc.Iterable[Global___MappedArgument] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expand", b"expand"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskMapping: _TypeAlias = TaskMapping  # noqa: Y015
+
+@_typing.final
+class MappedArgument(_message.Message):
+    """One keyword argument of a mapped task and the list it takes its values from."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def values(self) -> Global___Argument:
+        """A literal list, or the result of a direct upstream task that is a list (or a key of it); the
+        results of a mapped upstream task are the list of its instances' results, by map index.
+        """
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        values: Global___Argument | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["values", b"values"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MappedArgument: _TypeAlias = MappedArgument  # noqa: Y015
 
 @_typing.final
 class SensorSpec(_message.Message):
@@ -953,6 +1014,7 @@ class TaskInstance(_message.Message):
     PRIORITY_WEIGHT_FIELD_NUMBER: _builtins.int
     POOL_FIELD_NUMBER: _builtins.int
     QUEUE_FIELD_NUMBER: _builtins.int
+    MAP_INDEX_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
     task_id: _builtins.str
@@ -968,6 +1030,10 @@ class TaskInstance(_message.Message):
     priority_weight: _builtins.int
     pool: _builtins.str
     queue: _builtins.str
+    map_index: _builtins.int
+    """Which instance of a mapped task this is (0, 1, ...); -1 for a task that is not mapped, or a mapped
+    task not expanded yet. The name ends in `{task_id}[{map_index}]` for a mapped instance.
+    """
     @_builtins.property
     def queued_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -992,10 +1058,11 @@ class TaskInstance(_message.Message):
         priority_weight: _builtins.int = ...,
         pool: _builtins.str = ...,
         queue: _builtins.str = ...,
+        map_index: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "queued_time", b"queued_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "max_tries", b"max_tries", "name", b"name", "pool", b"pool", "priority_weight", b"priority_weight", "queue", b"queue", "queued_time", b"queued_time", "start_time", b"start_time", "state", b"state", "task_id", b"task_id", "try_number", b"try_number", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "map_index", b"map_index", "max_tries", b"max_tries", "name", b"name", "pool", b"pool", "priority_weight", b"priority_weight", "queue", b"queue", "queued_time", b"queued_time", "start_time", b"start_time", "state", b"state", "task_id", b"task_id", "try_number", b"try_number", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

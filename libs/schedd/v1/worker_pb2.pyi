@@ -525,6 +525,8 @@ class Assignment(_message.Message):
     DATA_INTERVAL_END_FIELD_NUMBER: _builtins.int
     SENSOR_FIELD_NUMBER: _builtins.int
     FIRST_POKE_TIME_FIELD_NUMBER: _builtins.int
+    MAP_INDEX_FIELD_NUMBER: _builtins.int
+    MAPPING_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     run_id: _builtins.str
     task_id: _builtins.str
@@ -541,6 +543,10 @@ class Assignment(_message.Message):
     code_bundle: _builtins.str
     """SHA-256 of the code bundle the run's DAG version pins (DagSpec.code_bundle): a Python task is
     imported from that bundle only. Empty: from the worker's own environment.
+    """
+    map_index: _builtins.int
+    """For an instance of a mapped task: its index among the task's instances (its arguments are the
+    elements at this position of TaskSpec.mapping's lists). Unset for a task that is not mapped.
     """
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
@@ -578,6 +584,10 @@ class Assignment(_message.Message):
         unset for the try's first poke.
         """
 
+    @_builtins.property
+    def mapping(self) -> _resources_pb2.TaskMapping:
+        """For an instance of a mapped task: the arguments it expands over (TaskSpec.mapping)."""
+
     def __init__(
         self,
         *,
@@ -601,13 +611,20 @@ class Assignment(_message.Message):
         data_interval_end: _timestamp_pb2.Timestamp | None = ...,
         sensor: _resources_pb2.SensorSpec | None = ...,
         first_poke_time: _timestamp_pb2.Timestamp | None = ...,
+        map_index: _builtins.int | None = ...,
+        mapping: _resources_pb2.TaskMapping | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "logical_date", b"logical_date", "params", b"params", "python", b"python", "queued_time", b"queued_time", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "attempt", b"attempt", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "env", b"env", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "params", b"params", "python", b"python", "queued_time", b"queued_time", "run_id", b"run_id", "sensor", b"sensor", "shell", b"shell", "task_id", b"task_id", "traceparent", b"traceparent", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "env", b"env", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "run_id", b"run_id", "sensor", b"sensor", "shell", b"shell", "task_id", b"task_id", "traceparent", b"traceparent", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__map_index: _TypeAlias = _typing.Literal["map_index"]  # noqa: Y015
+    _WhichOneofArgType__map_index: _TypeAlias = _typing.Literal["_map_index", b"_map_index"]  # noqa: Y015
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__map_index) -> _WhichOneofReturnType__map_index | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_action) -> _WhichOneofReturnType_action | None: ...
 
 Global___Assignment: _TypeAlias = Assignment  # noqa: Y015

@@ -107,17 +107,24 @@ READ_LOGS = _sql(
     "AND byte_offset + octet_length(data) > :offset ORDER BY byte_offset, id LIMIT 1000"
 )
 
+#: A task instance by names: its task id and map index (-1: not an instance of a mapped task).
 FIND_TASK_INSTANCE = _sql(
     "SELECT ti.id, ti.try_number, ti.state, ti.attempt_id FROM task_instances ti "
     "JOIN dag_runs r ON r.id = ti.run_pk "
-    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id AND ti.map_index = :map_index"
 )
 
 ATTEMPT_STATE = _sql("SELECT state FROM task_attempts WHERE ti_id = :ti_id AND try_number = :try_number")
 
+#: The stored results of tasks in runs; a mapped task's are gathered into one array by map index (JSON
+#: null for an instance that stored none), once it is expanded.
 UPSTREAM_RESULTS = _sql(
     "SELECT run_pk, task_id, result FROM task_instances "
-    "WHERE run_pk = ANY(:run_pks) AND task_id = ANY(:task_ids) AND result IS NOT NULL"
+    "WHERE run_pk = ANY(:run_pks) AND task_id = ANY(:task_ids) AND map_index = -1 AND result IS NOT NULL "
+    "UNION ALL "
+    "SELECT run_pk, task_id, jsonb_agg(COALESCE(result, 'null'::jsonb) ORDER BY map_index) "
+    "FROM task_instances "
+    "WHERE run_pk = ANY(:run_pks) AND task_id = ANY(:task_ids) AND map_index >= 0 GROUP BY run_pk, task_id"
 )
 
 MARK_WORKER_DRAINING = _guarded(

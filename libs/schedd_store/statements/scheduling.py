@@ -23,7 +23,7 @@ _RUN_FIELDS = (
     "r.backfill_id, r.control_version, EXTRACT(EPOCH FROM now() - r.started_at) AS run_age, d.paused"
 )
 _TI_FIELDS = (
-    "ti.id, ti.task_id, ti.state, ti.follow, ti.try_number, "
+    "ti.id, ti.task_key, ti.state, ti.follow, ti.try_number, "
     "COALESCE(ti.next_retry_at <= now(), false) AS retry_due, "
     "(ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL) AS retry_unscheduled"
 )
@@ -58,25 +58,58 @@ LOCK_RUNS_WITH_CHANGES = _sql(
     "WHERE r.id = ANY(:run_pks) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
 )
 
-#: Materialises task instances of runs, each already in its planned first state. Instances
-#: created 'queued' get their first attempt (try 1, a fresh attempt id) in the same statement.
+#: Materialises task instances of runs (a mapped task's instances with their map index), each already in
+#: its planned first state. Instances created 'queued' get their first attempt (try 1, a fresh attempt
+#: id) in the same statement.
 INSERT_TASK_INSTANCES = _sql(
-    "INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, max_tries, priority_weight, "
-    "pool, pool_slots, queue, is_branch, callback_events, try_number, attempt_id, queued_at, ended_at, "
-    "fence_token, backfill) "
-    "SELECT r.run_pk, run.dag_id, run.logical_date, r.task_id, r.state, r.max_tries, r.priority_weight, "
+    "INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, map_index, state, max_tries, "
+    "priority_weight, pool, pool_slots, queue, is_branch, callback_events, try_number, attempt_id, "
+    "queued_at, ended_at, fence_token, backfill) "
+    "SELECT r.run_pk, run.dag_id, run.logical_date, r.task_id, r.map_index, r.state, r.max_tries, "
+    "r.priority_weight, "
     "r.pool, r.pool_slots, r.queue, r.is_branch, "
     "CASE WHEN r.events = '' THEN '{}'::text[] ELSE string_to_array(r.events, ',') END, "
     "CASE WHEN r.state = 'queued' THEN 1 ELSE 0 END, "
     "CASE WHEN r.state = 'queued' THEN gen_random_uuid() END, "
     "CASE WHEN r.state = 'queued' THEN now() END, "
     "CASE WHEN r.state IN ('skipped', 'upstream_failed') THEN now() END, :token, run.backfill_id IS NOT NULL "
-    "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:states AS text[]), "
-    "CAST(:max_tries AS int[]), CAST(:weights AS int[]), CAST(:pools AS text[]), CAST(:slots AS int[]), "
-    "CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) WITH ORDINALITY "
-    "AS r(run_pk, task_id, state, max_tries, priority_weight, pool, pool_slots, queue, is_branch, events, n) "
+    "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:map_indexes AS int[]), "
+    "CAST(:states AS text[]), CAST(:max_tries AS int[]), CAST(:weights AS int[]), CAST(:pools AS text[]), "
+    "CAST(:slots AS int[]), CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) "
+    "WITH ORDINALITY AS r(run_pk, task_id, map_index, state, max_tries, priority_weight, pool, pool_slots, "
+    "queue, is_branch, events, n) "
     "JOIN dag_runs run ON run.id = r.run_pk ORDER BY r.n "
-    "RETURNING id, run_pk, task_id, queue, state"
+    "RETURNING id, run_pk, task_key, queue, state"
+)
+
+#: Removes the placeholders of mapped tasks a pass expanded (they never ran: nothing refers to them).
+REMOVE_PLACEHOLDERS = _sql(
+    "DELETE FROM task_instances WHERE id = ANY(:ids) AND map_index = -1 AND state IN ('none', 'scheduled') "
+    "RETURNING id"
+)
+
+#: Fails task instances that cannot run (a mapped task whose arguments cannot expand), with the reason.
+FAIL_UNRUN_TASK_INSTANCES = _guarded(
+    "UPDATE task_instances ti SET state = 'failed', ended_at = now(), error = f.error, fence_token = :token "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:errors AS text[])) AS f(id, error) "
+    "WHERE ti.id = f.id AND ti.state = ANY(:ti_sources) RETURNING ti.id",
+    ti=({T.NONE, T.SCHEDULED}, {T.FAILED}),
+)
+
+#: What mapped tasks expand over: per (run, upstream task, key) asked for, how many instances the
+#: upstream task has if it is mapped, and the JSON type and (for an array) length of its stored result,
+#: or of that key of it. No row for an upstream task without a task instance.
+EXPANSION_SOURCES = _sql(
+    "SELECT q.run_pk, q.task_id, q.key, "
+    "(SELECT count(*) FROM task_instances m WHERE m.run_pk = q.run_pk AND m.task_id = q.task_id "
+    "  AND m.map_index >= 0) AS instances, "
+    "jsonb_typeof(v.value) AS kind, "
+    "CASE WHEN jsonb_typeof(v.value) = 'array' THEN jsonb_array_length(v.value) END AS length "
+    "FROM unnest(CAST(:run_pks AS bigint[]), CAST(:task_ids AS text[]), CAST(:keys AS text[])) "
+    "AS q(run_pk, task_id, key) "
+    "LEFT JOIN task_instances ti ON ti.run_pk = q.run_pk AND ti.task_id = q.task_id AND ti.map_index = -1 "
+    "LEFT JOIN LATERAL (SELECT CASE WHEN q.key IS NULL THEN ti.result ELSE ti.result -> q.key END "
+    "  AS value) v ON true"
 )
 
 #: Dependencies met, waiting for a pool slot or a concurrency limit.
