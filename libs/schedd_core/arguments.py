@@ -12,6 +12,7 @@ written as, except that an integral number arrives as an int (as ``params`` do: 
 as doubles). A key missing from a stored JSON object, or a key of a value that is not an object, is
 an :class:`ArgumentError` naming the task and the key. Not checked here: that the arguments fit the
 callable's signature (the SDK checks that when the DAG is defined; Python raises TypeError).
+A mapped task instance's expanded arguments are resolved by :mod:`schedd_core.mapped_arguments`.
 
 Only ``json`` (and the small ``jsonvalues``) is imported, so the worker's warm children pay nothing for it.
 """
@@ -37,12 +38,17 @@ def resolve_arguments(text: str, upstream: Mapping[str, Any]) -> tuple[list[Any]
     callable_ = json.loads(text)
     if not isinstance(callable_, dict):
         raise ArgumentError(f"{ARGUMENTS_ENV} is not a JSON object")
-    args = [_resolve(a, upstream, f"argument {i + 1}") for i, a in enumerate(callable_.get("args", []))]
-    kwargs = {k: _resolve(a, upstream, f"argument {k}=") for k, a in callable_.get("kwargs", {}).items()}
+    args = [
+        resolve_argument(a, upstream, f"argument {i + 1}") for i, a in enumerate(callable_.get("args", []))
+    ]
+    kwargs = {
+        k: resolve_argument(a, upstream, f"argument {k}=") for k, a in callable_.get("kwargs", {}).items()
+    }
     return args, kwargs
 
 
-def _resolve(argument: Mapping[str, Any], upstream: Mapping[str, Any], where: str) -> Any:
+def resolve_argument(argument: Mapping[str, Any], upstream: Mapping[str, Any], where: str) -> Any:
+    """The value of one ``Argument`` (its protobuf JSON, parsed); ``where`` starts error messages."""
     if "literal" in argument:
         return integral_numbers(argument["literal"])
     if "result" in argument:
@@ -64,7 +70,7 @@ def _resolve(argument: Mapping[str, Any], upstream: Mapping[str, Any], where: st
             )
         return value[key]
     if "list" in argument:
-        return [_resolve(a, upstream, where) for a in argument["list"].get("items", [])]
+        return [resolve_argument(a, upstream, where) for a in argument["list"].get("items", [])]
     if "map" in argument:
-        return {k: _resolve(a, upstream, where) for k, a in argument["map"].get("fields", {}).items()}
+        return {k: resolve_argument(a, upstream, where) for k, a in argument["map"].get("fields", {}).items()}
     raise ArgumentError(f"{where}: an argument needs a literal, result, list or map")

@@ -24,6 +24,7 @@ from google.protobuf import json_format
 
 from schedd.v1 import worker_pb2
 from schedd_core.arguments import ARGUMENTS_ENV
+from schedd_core.mapped_arguments import MAP_INDEX_ENV, MAPPING_ENV
 from schedd_core.templates import RenderError
 from schedd_exec.bundle_cache import BundleCache
 from schedd_exec.bundle_pools import BundlePools
@@ -190,6 +191,9 @@ class AttemptExecutor:
             env[ARGUMENTS_ENV] = json_format.MessageToJson(
                 assignment.python, preserving_proto_field_name=True
             )
+        if assignment.HasField("map_index"):  # an instance of a mapped task: the child picks its elements
+            env[MAP_INDEX_ENV] = str(assignment.map_index)
+            env[MAPPING_ENV] = json_format.MessageToJson(assignment.mapping, preserving_proto_field_name=True)
         timeout = (
             assignment.execution_timeout.ToTimedelta().total_seconds()
             if assignment.HasField("execution_timeout")

@@ -31,7 +31,9 @@ it after each task. Per task the child:
   ``sys.modules``: a module is imported once per child, so code changed on
   disk is seen only by new children);
 * calls the function with its arguments, when the task has any (``SCHEDD_TASK_ARGUMENTS``, resolved
-  from the upstream results by :mod:`schedd_core.arguments`), and the keyword arguments it declares among
+  from the upstream results by :mod:`schedd_core.arguments`), for an instance of a mapped task its
+  elements of the expanded arguments (``SCHEDD_TASK_MAPPING`` and ``SCHEDD_MAP_INDEX``, by
+  :mod:`schedd_core.mapped_arguments`), and the keyword arguments it declares among
   ``params`` (the request's params, ``{}`` when absent) and ``context`` (the
   ``SCHEDD_*`` identity variables present in the task's environment, keyed by
   their variable names); a function taking ``**kwargs`` gets both; an
@@ -64,6 +66,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from schedd_core.arguments import ARGUMENTS_ENV, ArgumentError, resolve_arguments
+from schedd_core.mapped_arguments import MAP_INDEX_ENV, MAPPING_ENV, resolve_mapped_arguments
 
 CONTEXT_VARS = (
     "SCHEDD_DAG_ID",
@@ -76,6 +79,7 @@ CONTEXT_VARS = (
     "SCHEDD_DATA_INTERVAL_END",
     "SCHEDD_RUN_TYPE",
     "SCHEDD_IDEMPOTENCY_KEY",
+    "SCHEDD_MAP_INDEX",
 )
 TRACEBACK_LINES = 20
 _HEADER = struct.Struct(">I")
@@ -108,6 +112,15 @@ def _upstream_results() -> dict[str, Any]:
     raw = os.environ.get("SCHEDD_UPSTREAM_RESULTS", "")
     value = json.loads(raw) if raw else {}
     return value if isinstance(value, dict) else {}
+
+
+def _call_arguments(env: dict[str, str]) -> tuple[list[Any], dict[str, Any]]:
+    """The task's call arguments and, for an instance of a mapped task, its expanded elements."""
+    upstream = _upstream_results()
+    args, named = resolve_arguments(env[ARGUMENTS_ENV], upstream) if ARGUMENTS_ENV in env else ([], {})
+    if MAPPING_ENV in env:
+        named.update(resolve_mapped_arguments(env[MAPPING_ENV], env.get(MAP_INDEX_ENV, ""), upstream))
+    return args, named
 
 
 class TaskError(Exception):
@@ -208,8 +221,8 @@ class Child:
             if entry.wants_context:
                 kwargs["context"] = {k: os.environ[k] for k in CONTEXT_VARS if k in os.environ}
             func = entry.func
-            if ARGUMENTS_ENV in env:
-                args, named = resolve_arguments(env[ARGUMENTS_ENV], _upstream_results())
+            if ARGUMENTS_ENV in env or MAPPING_ENV in env:
+                args, named = _call_arguments(env)
                 func = functools.partial(func, *args, **named)
             transaction = request.get("transaction")
             if transaction is not None:

@@ -37,7 +37,7 @@ their installed packages and their working directory, the repository root).
 The arguments of a task call (``load(transform(extract()))``) are passed at run time, resolved
 from the upstream tasks' stored return values, and declare the edges (:mod:`schedd_sdk.arguments`);
 :mod:`~schedd_sdk.groups` has task groups, :mod:`~schedd_sdk.setup_teardown` setup and teardown
-tasks.
+tasks, :mod:`~schedd_sdk.mapping` mapped tasks (``fn.partial(...).expand(...)``).
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ from schedd_sdk.dags import DAG, DagFunction, dag
 from schedd_sdk.errors import DagDefinitionError, DagLoadError, DagValidationError
 from schedd_sdk.functions import TaskFunction, task
 from schedd_sdk.groups import TaskGroup, task_group
+from schedd_sdk.mapping import PartialTask
 from schedd_sdk.options import Callback, TaskOptions, TriggerRule, WeightRule
 from schedd_sdk.params import Param
-from schedd_sdk.runtime import upstream_results
+from schedd_sdk.runtime import map_index, upstream_results
 from schedd_sdk.sensors import PokeReturnValue as PokeReturnValue
 from schedd_sdk.setup_teardown import setup, teardown
 from schedd_sdk.tasks import Task, chain, shell
@@ -62,6 +63,7 @@ __all__ = [
     "DagLoadError",
     "DagValidationError",
     "Param",
+    "PartialTask",
     "Task",
     "TaskFunction",
     "TaskGroup",
@@ -71,6 +73,7 @@ __all__ = [
     "WeightRule",
     "chain",
     "dag",
+    "map_index",
     "setup",
     "shell",
     "task",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf import struct_pb2
@@ -28,7 +28,7 @@ from schedd_sdk.errors import DagDefinitionError
 if TYPE_CHECKING:
     from schedd_sdk.tasks import Task
 
-__all__ = ["BoundArguments", "TaskResult", "bind"]
+__all__ = ["BoundArguments", "TaskResult", "bind", "compile_argument"]
 
 #: Keyword arguments a worker passes to a task function that declares them.
 RUNTIME_ARGUMENTS = ("params", "context")
@@ -66,13 +66,21 @@ class BoundArguments:
 
 
 def bind(
-    name: str, function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    name: str,
+    function: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    expanded: Collection[str] = (),
 ) -> BoundArguments:
-    """Check and compile the arguments of a call of task function ``function`` made as task ``name``."""
-    _check_signature(name, function, args, kwargs)
+    """Check and compile the arguments of a call of task function ``function`` made as task ``name``.
+
+    ``expanded`` names the keyword arguments a mapped task gets per instance
+    (:mod:`schedd_sdk.mapping`): they count for the signature check but are not compiled here."""
+    _check_signature(name, function, args, {**kwargs, **dict.fromkeys(expanded)})
     bound = BoundArguments()
-    bound.args = [_compile(name, f"argument {i + 1}", a, bound) for i, a in enumerate(args)]
-    bound.kwargs = {k: _compile(name, f"argument {k}=", v, bound) for k, v in kwargs.items()}
+    bound.args = [compile_argument(name, f"argument {i + 1}", a, bound) for i, a in enumerate(args)]
+    bound.kwargs = {k: compile_argument(name, f"argument {k}=", v, bound) for k, v in kwargs.items()}
     return bound
 
 
@@ -102,7 +110,9 @@ def _check_signature(
         ) from None
 
 
-def _compile(name: str, label: str, value: object, bound: BoundArguments) -> pb.Argument:
+def compile_argument(name: str, label: str, value: object, bound: BoundArguments) -> pb.Argument:
+    """One argument of task ``name``'s call (``label`` names it in errors); the tasks it refers to are
+    added to ``bound.upstream``."""
     from schedd_sdk.functions import TaskFunction
     from schedd_sdk.tasks import Task
 
@@ -120,13 +130,15 @@ def _compile(name: str, label: str, value: object, bound: BoundArguments) -> pb.
             ref.key = value.key
         return pb.Argument(result=ref)
     if isinstance(value, list | tuple):
-        return pb.Argument(list=pb.ArgumentList(items=[_compile(name, label, v, bound) for v in value]))
+        return pb.Argument(
+            list=pb.ArgumentList(items=[compile_argument(name, label, v, bound) for v in value])
+        )
     if isinstance(value, Mapping):
         fields = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise DagDefinitionError(f"{name}(): {label} has the key {k!r}; JSON object keys are strings")
-            fields[k] = _compile(name, label, v, bound)
+            fields[k] = compile_argument(name, label, v, bound)
         return pb.Argument(map=pb.ArgumentMap(fields=fields))
     if (
         value is None

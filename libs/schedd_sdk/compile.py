@@ -22,6 +22,7 @@ edges                            ``upstream`` of the downstream task, in declare
 ``params`` / ``env``             ``params`` (Struct) / ``env``
 ``@task.branch``                 ``branch``
 call arguments                   ``python.args`` / ``python.kwargs`` (literals, results)
+``partial(...).expand(...)``     ``python.kwargs`` (partial) / ``mapping.expand`` (lists)
 ``.as_setup()`` / ``@setup``     ``setup``
 ``.as_teardown()`` / teardown    ``teardown`` (and ``trigger_rule`` all_done_setup_success)
 ``TaskGroup`` / ``@task_group``  ``group`` (the group's path; ids carry its prefix)
@@ -110,6 +111,8 @@ def compile_task(task: Task) -> pb.TaskSpec:
             spec.python.args.extend(task.arguments.args)
             for name, argument in task.arguments.kwargs.items():
                 spec.python.kwargs[name].CopyFrom(argument)
+    if task.mapping is not None:
+        spec.mapping.CopyFrom(task.mapping)
     spec.setup = task.setup
     spec.teardown = task.teardown
     if task.sensor is not None:

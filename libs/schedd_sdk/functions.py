@@ -15,6 +15,8 @@ Outside a DAG definition a ``@task`` function is the plain function: calling it 
 is how workers call it (they import ``module:qualname``, which is the decorated object) and how
 it can be unit-tested. ``.function`` is the undecorated function.
 
+``fn.partial(...).expand(...)`` and ``fn.expand(...)`` add a mapped task (:mod:`schedd_sdk.mapping`).
+
 Task ids: a ``@task`` function's id is its name (or ``task_id=``), with the prefixes of the task
 groups it is called in; calling it again in one DAG gives ``name__1``, ``name__2``, ... as in Airflow.
 """
@@ -27,15 +29,18 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Unpack, overload
 
-from schedd_sdk.arguments import bind
+from schedd.v1 import resources_pb2 as pb
+from schedd_sdk.arguments import BoundArguments, bind
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.groups import qualified_id, task_defaults
+from schedd_sdk.mapping import PartialTask, partial_task
 from schedd_sdk.options import Options, TaskOptions
 from schedd_sdk.targets import import_path
 from schedd_sdk.tasks import Task, _check_task_id
 
 if TYPE_CHECKING:
+    from schedd_sdk.dags import DAG
     from schedd_sdk.sensors import SensorDecorator
 
 __all__ = ["TaskFunction", "decorate_task", "task"]
@@ -84,16 +89,25 @@ class TaskFunction(Generic[_F]):
             if self.multiple_outputs and not inspect.isawaitable(result):
                 _check_outputs(self.function.__qualname__, result)
             return result
-        name = self.task_id or self.function.__name__
-        bound = bind(name, self.function, args, kwargs)
+        return self.add_task(dag, bind(self.default_task_id, self.function, args, kwargs))
+
+    @property
+    def default_task_id(self) -> str:
+        """The id its tasks get (before a group's prefix and ``__1``, ``__2``, ...)."""
+        return self.task_id or self.function.__name__
+
+    def add_task(self, dag: DAG, bound: BoundArguments, *, mapping: pb.TaskMapping | None = None) -> Task:
+        """Add a task of this function to ``dag`` with arguments ``bound`` (the tasks they refer to
+        upstream of it); ``mapping`` makes it a mapped task."""
         target = import_path(self.function, what="task function", accept=(self,))
         node = Task(
             dag,
-            dag.unique_task_id(qualified_id(dag, name)),
+            dag.unique_task_id(qualified_id(dag, self.default_task_id)),
             options=self.options.over(task_defaults(dag)),
             target=target,
             branch=self.branch,
             arguments=None if bound.empty else bound,
+            mapping=mapping,
         )
         for up in bound.upstream:
             Task._connect(up, node)
@@ -102,6 +116,17 @@ class TaskFunction(Generic[_F]):
         elif self.role == "teardown":
             node.as_teardown()
         return node
+
+    def partial(self, **kwargs: Any) -> PartialTask:
+        """Airflow's ``partial``: the constant arguments of a mapped task (and options: ``task_id``
+        and task options that are not parameters of the function), to ``.expand(...)`` over the
+        others (:mod:`schedd_sdk.mapping`)."""
+        return partial_task(self, kwargs)
+
+    def expand(self, **lists: Any) -> Task:
+        """Airflow's ``expand``: add a mapped task, one instance per element of the lists (per
+        combination, for several) at run time; ``fn.expand(...)`` is ``fn.partial().expand(...)``."""
+        return partial_task(self, {}).expand(**lists)
 
     def override(self, *, task_id: str | None = None, **options: Unpack[TaskOptions]) -> TaskFunction[_F]:
         """This task function with some options replaced, for one call: ``load.override(retries=5)()``."""

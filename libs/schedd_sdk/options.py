@@ -344,6 +344,17 @@ def to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
     return struct
 
 
+def to_list_value(values: Sequence[Any]) -> struct_pb2.Value:
+    """A protobuf Value holding the list of JSON-like ``values`` (a tuple becomes a list, as in JSON).
+
+    Raises TypeError or ValueError naming the first element that is not JSON (``[2]``, ``[0].key``)."""
+    _check_json(list(values), "")
+    value = struct_pb2.Value()
+    value.list_value.SetInParent()  # an empty list is a list too
+    value.list_value.extend(values)
+    return value
+
+
 def _check_json(value: object, path: str) -> None:
     if value is None or isinstance(value, str | bool | int | float):
         if isinstance(value, float) and not math.isfinite(value):

@@ -13,6 +13,8 @@ Inside a DAG definition (a ``@dag`` function's body or a ``with DAG(...)`` block
   ``task["key"]`` passes one key of a task's dict result; other arguments are JSON literals;
 * ``.as_setup()`` / ``.as_teardown(setups=...)`` (and ``@setup`` / ``@teardown``) make setup and
   teardown tasks (:mod:`schedd_sdk.setup_teardown`).
+* ``fn.partial(...).expand(name=values)`` adds a mapped task, one task instance per element at run
+  time (:mod:`schedd_sdk.mapping`).
 
 Task ids, with the prefix of the task group they are defined in (:mod:`schedd_sdk.groups`): a
 ``@task`` function's id is its name (or ``task_id=``), then ``name__1``, ``name__2``, ... when it is
@@ -61,6 +63,7 @@ class Task:
         target: str | None = None,
         branch: bool = False,
         arguments: BoundArguments | None = None,
+        mapping: pb.TaskMapping | None = None,
     ) -> None:
         self.dag = dag
         self.task_id = task_id
@@ -72,6 +75,9 @@ class Task:
         self.branch = branch
         #: The compiled arguments of a Python task's call, if it has any.
         self.arguments = arguments
+        #: For a mapped task (``.partial(...).expand(...)``, :mod:`schedd_sdk.mapping`): what it expands
+        #: over; None for any other task.
+        self.mapping = mapping
         #: The innermost task group it was defined in.
         self.group = current_group(dag)
         self.setup = False
@@ -89,6 +95,12 @@ class Task:
         if self.target is None:
             raise DagDefinitionError(
                 f"{self.task_id}[{key!r}]: the shell task {self.task_id!r} returns no value"
+            )
+        if self.mapping is not None:
+            raise DagDefinitionError(
+                f"{self.task_id}[{key!r}]: {self.task_id!r} is a mapped task, whose result is the list of "
+                f"its instances' results; pass {self.task_id} itself and pick the key in the task that "
+                "gets the list"
             )
         return TaskResult(self, key)
 
@@ -168,7 +180,7 @@ class Task:
         up._downstream[down.task_id] = down
 
     def __repr__(self) -> str:
-        kind = "shell" if self.command is not None else "python"
+        kind = "shell" if self.command is not None else "python, mapped" if self.mapping else "python"
         return f"<Task {self.task_id!r} ({kind}) of DAG {self.dag.dag_id!r}>"
 
 

@@ -8,7 +8,13 @@ warm child, arguments resolved from the upstream results as on a worker), each w
 and params a worker would give it (``SCHEDD_*`` variables, the DAG's params, the task's, then the
 conf) and the return values of its upstream tasks.
 
-Guaranteed: the run ends (every step finishes at least one task or ends the run) and its state is
+A mapped task expands as on a cluster: when it is ready, its lists' lengths are measured from the
+literal lists and the results kept in memory (a mapped upstream task's result is the list of its
+instances' results, by map index), and the planner's verdict applied: one instance per element
+(``task_id[i]``, run one after the other with ``map_index`` and the mapping in their assignments),
+skipped with no elements, failed without running when a list is not a list or too long.
+
+Guaranteed: the run ends (every step finishes at least one task instance or ends the run) and its state is
 what the scheduler would decide for the same task outcomes. Not the same as a cluster: each task runs
 once (a failed try is not retried), pools, concurrency limits, ``depends_on_past``, timeouts of the
 run and callbacks are not applied, and a transactional task fails (there is no metadata database).
@@ -27,7 +33,8 @@ from typing import Any
 from schedd.v1 import resources_pb2 as pb
 from schedd.v1 import worker_pb2
 from schedd_core.graph import DagGraph
-from schedd_core.planner import TaskSnapshot, plan_run
+from schedd_core.mapping import UNMAPPED, instance_key, split_key
+from schedd_core.planner import RunPlan, TaskSnapshot, plan_run
 from schedd_core.states import RunState, TaskState
 from schedd_exec.assignments import merged_params
 from schedd_exec.executor import AttemptExecutor
@@ -37,7 +44,8 @@ from schedd_rpc import convert
 
 @dataclass
 class TaskEvent:
-    """A task started (``state`` RUNNING), printed output (``output``), or reached a final state."""
+    """A task instance started (``state`` RUNNING), printed output (``output``), or reached a final
+    state. ``task_id`` is its key: the task id, or ``task_id[i]`` for instance ``i`` of a mapped task."""
 
     task_id: str
     state: TaskState
@@ -47,7 +55,8 @@ class TaskEvent:
 
 @dataclass
 class LocalRun:
-    """What one local run did: the final state of the run and of each task, and the stored results."""
+    """What one local run did: the final state of the run and of each task instance, and the stored
+    results, both by key (the task id, or ``task_id[i]`` for a mapped task's instance)."""
 
     run_id: str
     state: RunState
@@ -72,36 +81,35 @@ async def run_locally(
         done[assignment.attempt.attempt_id].set_result(outcome)
 
     def output(assignment: worker_pb2.Assignment, data: bytes) -> None:
-        on_event(TaskEvent(assignment.task_id, TaskState.RUNNING, output=data))
+        on_event(TaskEvent(_key_of(assignment), TaskState.RUNNING, output=data))
 
     states: dict[str, TaskSnapshot] = {}
     results: dict[str, Any] = {}
     executor = AttemptExecutor(python_workers=1, on_done=finished, on_output=output)
     await executor.start()
     try:
-        for _ in range(2 * len(graph.order) + 1):  # every step settles at least one task, or the run
+        while True:  # every step settles at least one task instance, or ends the run
             plan = plan_run(graph, states)
-            for tid in plan.to_create:
-                states[tid] = TaskSnapshot(TaskState.NONE)
-            for tids, state in (
-                (plan.to_skip, TaskState.SKIPPED),
-                (plan.to_upstream_failed, TaskState.UPSTREAM_FAILED),
-            ):
-                for tid in tids:
-                    states[tid] = TaskSnapshot(state)
-                    on_event(TaskEvent(tid, state))
+            if plan.to_measure:
+                delivered = _delivered(states, results)
+                lengths = {tid: _lengths(graph, tid, delivered) for tid in plan.to_measure}
+                plan = plan_run(graph, states, map_lengths=lengths)
+            settled = _apply(plan, states, on_event)
             if plan.run_state is not None:
                 return LocalRun(run_id, plan.run_state, {t: s.state for t, s in states.items()}, results)
-            for tid in plan.to_queue:
-                assignment = _assignment(spec, tasks[tid], run_id, logical_date, conf, results)
+            for key in plan.to_queue:
+                task_id, map_index = split_key(key)
+                assignment = _assignment(
+                    spec, tasks[task_id], map_index, run_id, logical_date, conf, _delivered(states, results)
+                )
                 future = done[assignment.attempt.attempt_id] = asyncio.get_running_loop().create_future()
-                on_event(TaskEvent(tid, TaskState.RUNNING))
+                on_event(TaskEvent(key, TaskState.RUNNING))
                 executor.submit(assignment)
                 outcome = await future
                 del done[assignment.attempt.attempt_id]
                 result = json.loads(outcome.result_json) if outcome.result_json else None
                 if outcome.succeeded and result is not None:
-                    results[tid] = result
+                    results[key] = result
                 state = (
                     TaskState.SKIPPED
                     if outcome.skipped
@@ -109,12 +117,75 @@ async def run_locally(
                     if outcome.succeeded
                     else TaskState.FAILED
                 )
-                follow = _follow(result) if graph.nodes[tid].branch and outcome.succeeded else None
-                states[tid] = TaskSnapshot(state, follow=follow)
-                on_event(TaskEvent(tid, state, error=outcome.error))
-        raise RuntimeError(f"the run of {spec.dag_id!r} did not settle: {states}")
+                follow = _follow(result) if graph.nodes[task_id].branch and outcome.succeeded else None
+                states[key] = TaskSnapshot(state, follow=follow)
+                on_event(TaskEvent(key, state, error=outcome.error))
+                settled += 1
+            if not settled:
+                raise RuntimeError(f"the run of {spec.dag_id!r} did not settle: {states}")
     finally:
         await executor.close()
+
+
+def _apply(plan: RunPlan, states: dict[str, TaskSnapshot], on_event: Callable[[TaskEvent], None]) -> int:
+    """Apply what ``plan`` decides without running anything (new and removed task instances, skips,
+    failures); returns how many task instances it settled."""
+    for key in plan.to_create:
+        states[key] = TaskSnapshot(TaskState.NONE)
+    for key in plan.to_remove:  # an expanded mapped task's placeholder
+        del states[key]
+    settled = 0
+    for keys, state in (
+        (plan.to_skip, TaskState.SKIPPED),
+        (plan.to_upstream_failed, TaskState.UPSTREAM_FAILED),
+    ):
+        for key in keys:
+            states[key] = TaskSnapshot(state)
+            on_event(TaskEvent(key, state))
+            settled += 1
+    for key, reason in plan.to_fail_unrun:
+        states[key] = TaskSnapshot(TaskState.FAILED)
+        on_event(TaskEvent(key, TaskState.FAILED, error=reason))
+        settled += 1
+    return settled
+
+
+def _delivered(states: Mapping[str, TaskSnapshot], results: Mapping[str, Any]) -> dict[str, Any]:
+    """What a downstream task gets as each task's result, by task id: the stored result, or for an
+    expanded mapped task the list of its instances' results by map index (None where one stored
+    nothing). A task that stored nothing, or a mapped task never expanded, has no entry."""
+    delivered: dict[str, Any] = {}
+    instances: dict[str, list[tuple[int, str]]] = {}
+    for key in states:
+        task_id, map_index = split_key(key)
+        if map_index != UNMAPPED:
+            instances.setdefault(task_id, []).append((map_index, key))
+        elif key in results:
+            delivered[task_id] = results[key]
+    for task_id, keys in instances.items():
+        delivered[task_id] = [results.get(key) for _, key in sorted(keys)]
+    return delivered
+
+
+def _lengths(graph: DagGraph, task_id: str, delivered: Mapping[str, Any]) -> list[tuple[str, int | None]]:
+    """The planner's ``map_lengths`` entry of a mapped task: per expanded argument, the length of its
+    literal list or of the upstream result (or key of it) it names; None for a value not a list."""
+    lengths: list[tuple[str, int | None]] = []
+    for source in graph.nodes[task_id].expand:
+        if source.literal_length is not None:
+            lengths.append((source.name, source.literal_length))
+            continue
+        value = delivered.get(source.task_id)
+        if source.key is not None:
+            value = value.get(source.key) if isinstance(value, dict) else None
+        lengths.append((source.name, len(value) if isinstance(value, list) else None))
+    return lengths
+
+
+def _key_of(assignment: worker_pb2.Assignment) -> str:
+    return instance_key(
+        assignment.task_id, assignment.map_index if assignment.HasField("map_index") else UNMAPPED
+    )
 
 
 def _follow(result: Any) -> frozenset[str]:
@@ -129,14 +200,16 @@ def _follow(result: Any) -> frozenset[str]:
 def _assignment(
     spec: pb.DagSpec,
     task: pb.TaskSpec,
+    map_index: int,
     run_id: str,
     logical_date: datetime,
     conf: Mapping[str, Any],
-    results: Mapping[str, Any],
+    delivered: Mapping[str, Any],
 ) -> worker_pb2.Assignment:
-    """What a registry would send a worker for this task's first try."""
+    """What a registry would send a worker for the first try of this task (instance ``map_index`` of
+    a mapped task, or -1); ``delivered`` holds the tasks' results as downstream tasks get them."""
     attempt_id = str(uuid.uuid4())
-    key = f"{spec.dag_id}/{run_id}/{task.task_id}"
+    key = f"{spec.dag_id}/{run_id}/{instance_key(task.task_id, map_index)}"
     env = dict(task.env)
     env.update(
         {
@@ -150,7 +223,7 @@ def _assignment(
             "SCHEDD_IDEMPOTENCY_KEY": key,
         }
     )
-    upstream = {up: results[up] for up in task.upstream if up in results}
+    upstream = {up: delivered[up] for up in task.upstream if up in delivered}
     assignment = worker_pb2.Assignment(
         attempt=worker_pb2.AttemptRef(task_instance_id=0, try_number=1, attempt_id=attempt_id),
         dag_id=spec.dag_id,
@@ -163,6 +236,9 @@ def _assignment(
         upstream_results_json=json.dumps(upstream) if upstream else "",
         transactional=task.transactional,
     )
+    if map_index != UNMAPPED:
+        assignment.map_index = map_index
+        assignment.mapping.CopyFrom(task.mapping)
     if task.HasField("shell"):
         assignment.shell.CopyFrom(task.shell)
     else:
