@@ -1,13 +1,17 @@
-"""Resource names: ``dags/{dag}``, ``dags/{dag}/runs/{run}``, ``dags/{dag}/runs/{run}/tasks/{task}``,
+"""Resource names: ``dags/{dag}``, ``dags/{dag}/runs/{run}``, ``dags/{dag}/runs/{run}/tasks/{key}``,
 ``backfills/{id}``.
 
-Parsing a name also checks every id in it (``schedd_core.spec.check_id``), so a malformed or
-absurdly long id is refused as INVALID_ARGUMENT naming the request field, before any lookup.
+A task instance's key is its task id, or ``{task_id}[{map_index}]`` for an instance of a mapped task
+(``schedd_core.mapping``). Parsing a name also checks every id in it (``schedd_core.spec.check_id``)
+and a map index's form (decimal, no sign, no leading zero), so a malformed or absurdly long id is
+refused as INVALID_ARGUMENT naming the request field, before any lookup. Whether the key names an
+existing task instance is not checked here.
 """
 
 from __future__ import annotations
 
 from schedd_core.errors import InvalidArgument, quote
+from schedd_core.mapping import split_key
 from schedd_core.spec import check_id
 
 
@@ -19,8 +23,9 @@ def run_name(dag_id: str, run_id: str) -> str:
     return f"dags/{dag_id}/runs/{run_id}"
 
 
-def task_name(dag_id: str, run_id: str, task_id: str) -> str:
-    return f"dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
+def task_name(dag_id: str, run_id: str, key: str) -> str:
+    """The name of a task instance; ``key`` is its task id or ``task_id[map_index]``."""
+    return f"dags/{dag_id}/runs/{run_id}/tasks/{key}"
 
 
 def parse_dag_name(name: str, field: str = "name") -> str:
@@ -49,14 +54,33 @@ def parse_run_name(name: str, field: str = "name", *, latest: bool = False) -> t
 
 
 def parse_task_name(name: str, field: str = "name") -> tuple[str, str, str]:
+    """``dags/{dag_id}/runs/{run_id}/tasks/{key}`` -> (dag id, run id, key), the key a task id or
+    ``task_id[map_index]``."""
     parts = name.split("/")
     if len(parts) != 6 or parts[0] != "dags" or parts[2] != "runs" or parts[4] != "tasks" or not all(parts):
         raise InvalidArgument(
             field,
-            f"{quote(name)} is not a task name; expected 'dags/{{dag_id}}/runs/{{run_id}}/tasks/{{task_id}}'",
+            f"{quote(name)} is not a task name; expected "
+            "'dags/{dag_id}/runs/{run_id}/tasks/{task_id}' or '.../tasks/{task_id}[{map_index}]'",
         )
-    dag_id, run_id, task_id = _ids(field, parts[1], parts[3], parts[5])
-    return dag_id, run_id, task_id
+    dag_id, run_id = _ids(field, parts[1], parts[3])
+    parse_task_key(parts[5], field)
+    return dag_id, run_id, parts[5]
+
+
+def parse_task_key(key: str, field: str) -> tuple[str, int]:
+    """``task_id`` -> (task id, -1); ``task_id[i]`` -> (task id, i); InvalidArgument naming ``field``
+    for anything else."""
+    try:
+        task_id, map_index = split_key(key)
+    except ValueError:
+        raise InvalidArgument(
+            field,
+            f"{quote(key)} is not a task id or task_id[map_index] (a map index is a non-negative "
+            "decimal number of at most 9 digits, without leading zeros)",
+        ) from None
+    check_id(field, task_id)
+    return task_id, map_index
 
 
 def parse_worker_name(name: str, field: str = "name") -> str:

@@ -19,7 +19,7 @@ the run's queued task instances when it commits.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +28,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArgument, NotFound, quote
 from schedd_core.explain import ExplainFacts, explain
 from schedd_core.graph import DagGraph
+from schedd_core.mapping import UNMAPPED, split_key
 from schedd_core.planner import TaskSnapshot
 from schedd_core.states import RUN_FINISHED, WAITING_TO_RUN, RunState, TaskState, allowed_task_sources
 from schedd_faults import FaultPoints
 from schedd_store import channels
 from schedd_store import statements as sql
+from schedd_store.instance_lookup import NotStartedYet, missing_instance
+from schedd_store.instance_selection import keys_in_order, to_clear, to_reevaluate
 from schedd_store.records import parse_spec
 from schedd_store.requests import RequestKey, earlier_outcome, record_outcome
 
@@ -59,6 +62,7 @@ class _LockedRun:
     pk: int
     state: str
     graph: DagGraph
+    #: The run's task instances by key (``task_id``, or ``task_id[map_index]`` for a mapped instance).
     tasks: dict[str, Any]
 
 
@@ -71,7 +75,7 @@ async def _lock_run(
     if row is None:
         raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
     await conn.execute(sql.BUMP_CONTROL_VERSION, {"run_pk": row.id})
-    tasks = {t.task_id: t for t in (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": row.id})).all()}
+    tasks = {t.task_key: t for t in (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": row.id})).all()}
     if faults is not None:
         faults.hit("control.read")  # a test widens the window between this read and the writes
     return _LockedRun(pk=row.id, state=row.state, graph=DagGraph.from_spec(parse_spec(row.spec)), tasks=tasks)
@@ -164,8 +168,12 @@ async def clear(
     request: RequestKey | None = None,
 ) -> list[str]:
     """Reset task instances (and optionally everything downstream/upstream of them) to run again.
-    Returns the task ids cleared. A retry of a request that committed clears nothing and returns
-    what the first call cleared."""
+
+    ``task_ids`` holds task ids, each for every task instance of its task (all instances of a mapped
+    task, or its placeholder), and ``task_id[map_index]`` keys, each for one instance of a mapped
+    task; none means every task. Downstream and upstream are tasks: every instance of a task reached
+    is cleared. Returns the keys cleared, by task id and map index. A retry of a request that
+    committed clears nothing and returns what the first call cleared."""
     async with engine.begin() as conn:
         earlier = await earlier_outcome(conn, CLEAR_TASK_INSTANCES, request)
         if earlier is not None:
@@ -188,17 +196,7 @@ async def _clear_locked(
     faults: FaultPoints | None,
 ) -> list[str]:
     run = await _lock_run(conn, dag_id, run_id, faults)
-    for i, tid in enumerate(task_ids):
-        if tid not in run.graph.nodes:
-            raise InvalidArgument(f"task_ids[{i}]", f"dag {quote(dag_id)} has no task {quote(tid)}")
-    chosen = set(task_ids) or set(run.graph.nodes)
-    if downstream:
-        chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].downstream)
-    if upstream:
-        chosen |= _reach(run.graph, chosen, lambda n: run.graph.nodes[n].upstream)
-    # A task instance in state none has nothing to clear.
-    rows = [run.tasks[t] for t in sorted(chosen) if t in run.tasks]
-    rows = [t for t in rows if t.state != TaskState.NONE]
+    rows = to_clear(run.graph, dag_id, run.tasks.values(), task_ids, downstream=downstream, upstream=upstream)
     if only_failed:
         rows = [t for t in rows if t.state in (TaskState.FAILED, TaskState.UPSTREAM_FAILED)]
     if not rows:
@@ -213,10 +211,11 @@ async def _clear_locked(
     await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
     await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
     await _wake_claims(conn, run)
-    return sorted(cleared)
+    return keys_in_order(cleared)
 
 
 async def _clear(conn: AsyncConnection, run: _LockedRun, rows: Sequence[Any]) -> list[str]:
+    """Clear the (locked) task instances ``rows``; returns their keys."""
     cleared = (
         await conn.execute(
             sql.CLEAR_TASK_INSTANCES,
@@ -224,30 +223,32 @@ async def _clear(conn: AsyncConnection, run: _LockedRun, rows: Sequence[Any]) ->
         )
     ).all()
     _expect("clearing", len(rows), cleared)
-    return [r.task_id for r in cleared]
+    return [r.task_key for r in cleared]
 
 
 async def set_state(
     engine: AsyncEngine,
     dag_id: str,
     run_id: str,
-    task_id: str,
+    task_key: str,
     state: TaskState,
     *,
     faults: FaultPoints | None = None,
     request: RequestKey | None = None,
 ) -> None:
-    """Mark a task instance succeeded or failed by hand (a failed mark uses up its retries). Marking a
-    task instance with the state it has already changes nothing, and so does a retry of a request
-    that committed (even if the task instance was cleared since)."""
+    """Mark the task instance ``task_key`` names (a task id, or ``task_id[map_index]`` for one
+    instance of a mapped task) succeeded or failed by hand (a failed mark uses up its retries). Marking
+    a task instance with the state it has already changes nothing, and so does a retry of a request
+    that committed (even if the task instance was cleared since). NotFound (saying why) when the key
+    names no task instance."""
     if state not in (TaskState.SUCCESS, TaskState.FAILED):
         raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
     async with engine.begin() as conn:
         if await earlier_outcome(conn, SET_TASK_INSTANCE_STATE, request) is not None:
             return
-        await _set_state_locked(conn, dag_id, run_id, task_id, state, faults)
+        await _set_state_locked(conn, dag_id, run_id, task_key, state, faults)
         await record_outcome(
-            conn, SET_TASK_INSTANCE_STATE, request, f"dags/{dag_id}/runs/{run_id}/tasks/{task_id}"
+            conn, SET_TASK_INSTANCE_STATE, request, f"dags/{dag_id}/runs/{run_id}/tasks/{task_key}"
         )
 
 
@@ -255,14 +256,14 @@ async def _set_state_locked(
     conn: AsyncConnection,
     dag_id: str,
     run_id: str,
-    task_id: str,
+    task_key: str,
     state: TaskState,
     faults: FaultPoints | None,
 ) -> None:
     run = await _lock_run(conn, dag_id, run_id, faults)
-    ti = run.tasks.get(task_id)
+    ti = run.tasks.get(task_key)
     if ti is None:
-        raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has no task instance yet")
+        raise await missing_instance(conn, dag_id, run_id, task_key)
     if ti.state == state:
         await _wake_claims(conn, run)
         return
@@ -276,15 +277,10 @@ async def _set_state_locked(
             )
         ).first()
         if row is None:
-            raise FailedPrecondition(f"task {quote(task_id)} cannot be marked {state.value} from {ti.state}")
+            raise FailedPrecondition(f"task {quote(task_key)} cannot be marked {state.value} from {ti.state}")
     if state is TaskState.SUCCESS:
         # As in Airflow: tasks downstream that gave up because of this one are evaluated again.
-        below = _reach(run.graph, {task_id}, lambda n: run.graph.nodes[n].downstream)
-        again = [
-            run.tasks[t]
-            for t in sorted(below)
-            if t in run.tasks and run.tasks[t].state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
-        ]
+        again = to_reevaluate(run.graph, run.tasks.values(), ti.task_id)
         if again:
             await _clear(conn, run, again)
     await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
@@ -293,17 +289,23 @@ async def _set_state_locked(
 
 
 async def explain_task(
-    engine: AsyncEngine, dag_id: str, run_id: str, task_id: str
+    engine: AsyncEngine, dag_id: str, run_id: str, task_key: str
 ) -> tuple[TaskState, list[str]]:
+    """Why the task instance ``task_key`` names (a task id, or ``task_id[map_index]``) is in its state.
+    A task of a run not planned yet is explained from the run; NotFound (saying why) when the key
+    names no task instance otherwise."""
+    task_id, map_index = split_key(task_key)
+    params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
     async with engine.connect() as conn:
-        row = (
-            await conn.execute(sql.EXPLAIN_TASK, {"dag_id": dag_id, "run_id": run_id, "task_id": task_id})
-        ).first()
+        row = (await conn.execute(sql.EXPLAIN_TASK, params)).first()
         if row is None:
-            return await _explain_without_instance(conn, dag_id, run_id, task_id)
+            missing = await missing_instance(conn, dag_id, run_id, task_key)
+            if map_index == UNMAPPED and isinstance(missing, NotStartedYet):
+                return await _explain_without_instance(conn, dag_id, run_id, task_id)
+            raise missing
         spec_row = (await conn.execute(sql.GET_VERSION_SPECS, {"ids": [row.dag_version_id]})).one()
         tasks = {
-            t.task_id: TaskSnapshot(TaskState(t.state))
+            t.task_key: TaskSnapshot(TaskState(t.state))
             for t in (await conn.execute(sql.RUN_TASK_STATES, {"run_pk": row.run_pk})).all()
         }
         now = (await conn.execute(sql.NOW)).scalar_one()
@@ -358,14 +360,3 @@ async def _explain_without_instance(
             "are running"
         ]
     return TaskState.NONE, [f"its run is {run.state} and has not been planned yet"]
-
-
-def _reach(graph: DagGraph, start: set[str], edges: Callable[[str], frozenset[str]]) -> set[str]:
-    seen: set[str] = set()
-    todo = list(start)
-    while todo:
-        for nxt in edges(todo.pop()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import NotFound, quote
+from schedd_core.mapping import split_key
 from schedd_store import statements as sql
+from schedd_store.instance_lookup import NotStartedYet, missing_instance
 
 
 @dataclass(frozen=True)
@@ -23,30 +25,31 @@ async def read_logs(
     *,
     dag_id: str,
     run_id: str,
-    task_id: str,
+    task_key: str,
     try_number: int,
     offset: int,
     max_bytes: int,
 ) -> LogSlice:
-    """Output of one attempt from byte ``offset`` (``try_number`` 0: the latest attempt).
+    """Output of one attempt of the task instance ``task_key`` names (a task id, or
+    ``task_id[map_index]``) from byte ``offset`` (``try_number`` 0: the latest attempt).
 
     ``complete`` is true once the attempt has ended; output can still arrive for a moment after
-    an attempt ended, so followers should read once more after seeing it.
+    an attempt ended, so followers should read once more after seeing it. Raises
+    :class:`NotStartedYet` (a NotFound) while the task instance does not exist or has not run yet,
+    NotFound when the key names no task instance for good, or the try does not exist.
     """
+    task_id, map_index = split_key(task_key)
+    params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
     async with engine.connect() as conn:
-        ti = (
-            await conn.execute(
-                sql.FIND_TASK_INSTANCE, {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}
-            )
-        ).first()
+        ti = (await conn.execute(sql.FIND_TASK_INSTANCE, params)).first()
         if ti is None:
-            raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} of dag {quote(dag_id)} not found")
+            raise await missing_instance(conn, dag_id, run_id, task_key)
         number = try_number or ti.try_number
         if ti.try_number == 0:
-            raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has not run yet")
+            raise NotStartedYet(f"task {quote(task_key)} of run {quote(run_id)} has not run yet")
         if number > ti.try_number:
             raise NotFound(
-                f"task {quote(task_id)} of run {quote(run_id)} has no try {number} (latest: {ti.try_number})"
+                f"task {quote(task_key)} of run {quote(run_id)} has no try {number} (latest: {ti.try_number})"
             )
         rows = (
             await conn.execute(sql.READ_LOGS, {"ti_id": ti.id, "try_number": number, "offset": offset})

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.mapping import instance_key
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class DagRecord:
 @dataclass(frozen=True)
 class TaskInstanceRecord:
     task_id: str
+    #: Which instance of a mapped task this is (0, 1, ...); -1 for a task that is not mapped and for
+    #: a mapped task's placeholder before it is expanded.
+    map_index: int
     state: str
     try_number: int
     max_tries: int
@@ -36,6 +40,11 @@ class TaskInstanceRecord:
     priority_weight: int
     pool: str
     queue: str
+
+    @property
+    def key(self) -> str:
+        """``task_id``, or ``task_id[map_index]`` for an instance of a mapped task."""
+        return instance_key(self.task_id, self.map_index)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import AlreadyExists, NotFound, quote
+from schedd_core.graph import DagGraph
+from schedd_core.mapping import UNMAPPED, split_key
 from schedd_store import statements as sql
-from schedd_store.records import RunRecord, TaskInstanceRecord
+from schedd_store.instance_lookup import missing_instance
+from schedd_store.records import RunRecord, TaskInstanceRecord, parse_spec
 from schedd_store.requests import RequestKey, claim_request, constraint_error, record_resource
 
 CREATE_RUN = "CreateRun"
@@ -83,12 +86,23 @@ async def create_run(
 
 
 async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
+    """The run with its task instances in dependency order (the order the run's first plan made them
+    in), a mapped task's instances together at its place, by map index."""
     async with engine.connect() as conn:
         row = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
         if row is None:
             raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
-        tis = (await conn.execute(sql.LIST_TASK_INSTANCES, {"run_pk": row.id})).all()
-    return _run(row._mapping, [_ti(t._mapping) for t in tis])
+        tis = [_ti(t._mapping) for t in (await conn.execute(sql.LIST_TASK_INSTANCES, {"run_pk": row.id}))]
+        if any(t.map_index != UNMAPPED for t in tis):
+            version = (await conn.execute(sql.GET_VERSION_SPECS, {"ids": [row.dag_version_id]})).one()
+            tis = _in_task_order(tis, DagGraph.from_spec(parse_spec(version.spec)).order)
+    return _run(row._mapping, tis)
+
+
+def _in_task_order(tis: list[TaskInstanceRecord], order: Sequence[str]) -> list[TaskInstanceRecord]:
+    """Task instances by their task's place in ``order`` (a task not in it last), then map index."""
+    place = {task_id: i for i, task_id in enumerate(order)}
+    return sorted(tis, key=lambda t: (place.get(t.task_id, len(place)), t.task_id, t.map_index))
 
 
 #: The orders :func:`list_runs` knows (``create_time desc`` is the default).
@@ -145,15 +159,15 @@ class TaskResult:
     value: Any
 
 
-async def task_result(engine: AsyncEngine, dag_id: str, run_id: str, task_id: str) -> TaskResult:
-    """The value the task instance's successful attempt returned, as stored."""
+async def task_result(engine: AsyncEngine, dag_id: str, run_id: str, task_key: str) -> TaskResult:
+    """The value the successful attempt of the task instance ``task_key`` names (a task id, or
+    ``task_id[map_index]``) returned, as stored. NotFound (saying why) when the key names none."""
+    task_id, map_index = split_key(task_key)
+    params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
     async with engine.connect() as conn:
-        row = (
-            await conn.execute(sql.GET_TASK_RESULT, {"dag_id": dag_id, "run_id": run_id, "task_id": task_id})
-        ).first()
-    if row is None:
-        await get_run(engine, dag_id, run_id)  # NotFound for a run that does not exist
-        raise NotFound(f"task {quote(task_id)} of run {quote(run_id)} has no task instance")
+        row = (await conn.execute(sql.GET_TASK_RESULT, params)).first()
+        if row is None:
+            raise await missing_instance(conn, dag_id, run_id, task_key)
     return TaskResult(row.state, row.try_number, bool(row.has_result), row.result)
 
 
@@ -181,6 +195,7 @@ def _run(m: Any, tis: list[TaskInstanceRecord]) -> RunRecord:
 def _ti(m: Any) -> TaskInstanceRecord:
     return TaskInstanceRecord(
         task_id=m["task_id"],
+        map_index=m["map_index"],
         state=m["state"],
         try_number=m["try_number"],
         max_tries=m["max_tries"],

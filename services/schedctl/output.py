@@ -17,8 +17,10 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.message import Message
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from schedctl.instance_rows import LeftOut, Summary, key_of, table_rows
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 
@@ -123,6 +125,8 @@ def dags_table(dags: list[pb.Dag]) -> Table:
 
 
 def run_table(run: pb.DagRun, *, wide: bool = False) -> Table:
+    """A run and its task instances, each named by its key (``process[3]`` for a mapped instance); a
+    mapped task with many instances is summarised unless ``wide`` (``schedctl.instance_rows``)."""
     state = state_name(pb.RunState, run.state, "RUN_STATE_")
     kind = state_name(pb.RunType, run.run_type, "RUN_TYPE_")
     details = [f"{kind} run, logical date {_time(run.logical_date)}"]
@@ -141,29 +145,47 @@ def run_table(run: pb.DagRun, *, wide: bool = False) -> Table:
         title=f"{run.name}  {styled(state)}  (version {run.dag_version})",
         caption="\n".join(details),
     )
-    for t in run.task_instances:
-        row = [
-            t.task_id,
-            styled(state_name(pb.TaskState, t.state, "TASK_STATE_")),
-            str(t.try_number),
-            t.worker_id or "-",
-            _time(t.start_time) if t.HasField("start_time") else "-",
-            _time(t.end_time) if t.HasField("end_time") else "-",
-        ]
-        if wide:
-            row += [
-                t.pool,
-                t.queue,
-                str(t.priority_weight),
-                str(t.exit_code) if t.HasField("end_time") else "-",
-            ]
-        row.append(t.error or "-")
-        table.add_row(*row)
+    blank = ["-"] * (len(columns) - 2)
+    summarised = False
+    for item in table_rows(run.task_instances, wide=wide):
+        if isinstance(item, Summary):
+            summarised = True
+            counts = ", ".join(f"{n} {styled(s)}" for s, n in item.by_state)
+            table.add_row(escape(item.task_id), f"{item.total} instances: {counts}", *blank)
+        elif isinstance(item, LeftOut):
+            more = f"... {item.count} more not succeeded (-o wide lists every instance)"
+            table.add_row(escape(f"{item.task_id}[...]"), more, *blank)
+        else:
+            table.add_row(*_instance_row(item, wide))
+    if summarised:
+        details.append("mapped tasks with many instances: only those not succeeded; -o wide lists all")
+        table.caption = "\n".join(details)
     return table
 
 
+def _instance_row(t: pb.TaskInstance, wide: bool) -> list[str]:
+    row = [
+        escape(key_of(t)),
+        styled(state_name(pb.TaskState, t.state, "TASK_STATE_")),
+        str(t.try_number),
+        t.worker_id or "-",
+        _time(t.start_time) if t.HasField("start_time") else "-",
+        _time(t.end_time) if t.HasField("end_time") else "-",
+    ]
+    if wide:
+        row += [
+            t.pool,
+            t.queue,
+            str(t.priority_weight),
+            str(t.exit_code) if t.HasField("end_time") else "-",
+        ]
+    row.append(t.error or "-")
+    return row
+
+
 def progress_line(run: pb.DagRun) -> str:
-    """``dags/d/runs/r: running, 3 of 5 tasks done (1 running, 0 failed)``."""
+    """``dags/d/runs/r: running, 3 of 5 task instances done (1 running, 0 failed)``; each instance of a
+    mapped task counts as one."""
     counts: dict[str, int] = {}
     for t in run.task_instances:
         name = state_name(pb.TaskState, t.state, "TASK_STATE_")
@@ -172,7 +194,7 @@ def progress_line(run: pb.DagRun) -> str:
     state = state_name(pb.RunState, run.state, "RUN_STATE_")
     failed = counts.get("failed", 0) + counts.get("upstream_failed", 0)
     return (
-        f"{run.name}: {state}, {done} of {len(run.task_instances)} tasks done "
+        f"{run.name}: {state}, {done} of {len(run.task_instances)} task instances done "
         f"({counts.get('running', 0)} running, {failed} failed)"
     )
 

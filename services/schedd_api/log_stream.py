@@ -1,11 +1,13 @@
 """Following a task's output: ``RunService.WatchTaskLogs`` streams an attempt's logs as they are written.
 
-The stream waits for a task that has not started yet (until its run ends: then NOT_FOUND says it never
-ran), follows one attempt (the one asked for, or the latest when the stream starts its first read),
-and ends with a message whose ``complete`` is true after that attempt has ended and its last output
-was read. Output is read again every ``POLL_SECONDS`` while the attempt runs; each read is bounded
-by ``max_bytes``, and a backlog is sent in as many messages as it takes. The client's deadline or
-cancellation ends the stream at any point.
+The stream waits for a task instance that has not started yet, or does not exist yet (a run not
+planned, a mapped task not expanded), until its run ends: then NOT_FOUND says it never ran. A name
+that can never mean a task instance of the run (an unknown task, a mapped task's plain id once
+expanded) is NOT_FOUND at once. The stream follows one attempt (the one asked for, or the latest when
+the stream starts its first read), and ends with a message whose ``complete`` is true after that
+attempt has ended and its last output was read. Output is read again every ``POLL_SECONDS`` while the
+attempt runs; each read is bounded by ``max_bytes``, and a backlog is sent in as many messages as it
+takes. The client's deadline or cancellation ends the stream at any point.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from schedd_core.errors import NotFound
+from schedd_store.instance_lookup import NotStartedYet
 from schedd_store.logs import LogSlice
 
 #: How often a running attempt's output is read again.
@@ -50,11 +52,12 @@ async def follow_logs(
 
 
 async def _first_read(read: ReadLogs, run_ended: RunEnded, try_number: int, offset: int) -> LogSlice:
-    """The first slice, once the task has an attempt to read; NotFound once its run ends without one."""
+    """The first slice, once the task instance has an attempt to read; NotFound once its run ends
+    without one, or at once when the name means no task instance for good."""
     while True:
         try:
             return await read(try_number, offset)
-        except NotFound:
+        except NotStartedYet:
             if await run_ended():
                 raise
         await asyncio.sleep(POLL_SECONDS)

@@ -172,8 +172,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[api_pb2.TaskLogs]:
         read = _log_reader(self._engine, request)
-        dag_id, run_id, task_id = names.parse_task_name(request.name)
-        await control.explain_task(self._engine, dag_id, run_id, task_id)  # NotFound for an unknown task
+        dag_id, run_id, _ = names.parse_task_name(request.name)
 
         async def run_ended() -> bool:
             run = await run_store.get_run(self._engine, dag_id, run_id)
@@ -185,10 +184,10 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def GetTaskResult(
         self, request: api_pb2.GetTaskResultRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.StoredTaskResult:
-        dag_id, run_id, task_id = names.parse_task_name(request.name)
-        found = await run_store.task_result(self._engine, dag_id, run_id, task_id)
+        dag_id, run_id, key = names.parse_task_name(request.name)
+        found = await run_store.task_result(self._engine, dag_id, run_id, key)
         reply = api_pb2.StoredTaskResult(
-            name=f"{names.task_name(dag_id, run_id, task_id)}/result",
+            name=f"{names.task_name(dag_id, run_id, key)}/result",
             has_value=found.stored,
             state=pb.TaskState.Value("TASK_STATE_" + found.state.upper()),
             try_number=found.try_number,
@@ -233,21 +232,21 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def SetTaskInstanceState(
         self, request: api_pb2.SetTaskInstanceStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.TaskInstance:
-        dag_id, run_id, task_id = names.parse_task_name(request.name)
+        dag_id, run_id, key = names.parse_task_name(request.name)
         if request.state not in (pb.TASK_STATE_SUCCESS, pb.TASK_STATE_FAILED):
             raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
         target = TaskState.SUCCESS if request.state == pb.TASK_STATE_SUCCESS else TaskState.FAILED
         await control.set_state(
-            self._engine, dag_id, run_id, task_id, target, faults=self._faults, request=request_key(request)
+            self._engine, dag_id, run_id, key, target, faults=self._faults, request=request_key(request)
         )
         run = await run_store.get_run(self._engine, dag_id, run_id)
-        return next(translate.task_instance(run, t) for t in run.task_instances if t.task_id == task_id)
+        return next(translate.task_instance(run, t) for t in run.task_instances if t.key == key)
 
     async def ExplainTaskInstance(
         self, request: api_pb2.ExplainTaskInstanceRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Explanation:
-        dag_id, run_id, task_id = names.parse_task_name(request.name)
-        state, reasons = await control.explain_task(self._engine, dag_id, run_id, task_id)
+        dag_id, run_id, key = names.parse_task_name(request.name)
+        state, reasons = await control.explain_task(self._engine, dag_id, run_id, key)
         return api_pb2.Explanation(
             state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()), reasons=reasons
         )
@@ -292,7 +291,7 @@ def _log_reader(
     engine: AsyncEngine, request: api_pb2.GetTaskLogsRequest
 ) -> Callable[[int, int], Awaitable[LogSlice]]:
     """Reads the logs the request names, from a try number and offset, after checking its fields."""
-    dag_id, run_id, task_id = names.parse_task_name(request.name)
+    dag_id, run_id, key = names.parse_task_name(request.name)
     if request.try_number < 0:
         raise InvalidArgument("try_number", "must not be negative")
     if request.offset < 0:
@@ -306,7 +305,7 @@ def _log_reader(
             engine,
             dag_id=dag_id,
             run_id=run_id,
-            task_id=task_id,
+            task_key=key,
             try_number=try_number,
             offset=offset,
             max_bytes=max_bytes,

@@ -121,9 +121,12 @@ def backfill(record: BackfillRecord) -> pb.Backfill:
 
 
 def task_instance(run_record: RunRecord, t: TaskInstanceRecord) -> pb.TaskInstance:
+    """Named by its key (``.../tasks/{task_id}[{map_index}]`` for a mapped instance); ``task_id`` is the
+    plain task id and ``map_index`` -1 for a task instance that is not one of a mapped task's."""
     return pb.TaskInstance(
-        name=names.task_name(run_record.dag_id, run_record.run_id, t.task_id),
+        name=names.task_name(run_record.dag_id, run_record.run_id, t.key),
         task_id=t.task_id,
+        map_index=t.map_index,
         state=pb.TaskState.Value("TASK_STATE_" + t.state.upper()),
         try_number=t.try_number,
         max_tries=t.max_tries,

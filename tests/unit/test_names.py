@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from schedd_core.errors import InvalidArgument
-from schedd_rpc.names import dag_name, parse_dag_name, parse_run_name, run_name, task_name
+from schedd_rpc.names import (
+    dag_name,
+    parse_dag_name,
+    parse_run_name,
+    parse_task_key,
+    parse_task_name,
+    run_name,
+    task_name,
+)
 
 
 def test_format() -> None:
@@ -61,3 +69,49 @@ def test_errors_name_the_given_field() -> None:
     with pytest.raises(InvalidArgument) as info:
         parse_run_name("nope", field="run")
     assert info.value.field == "run"
+
+
+def test_task_names_carry_the_key() -> None:
+    assert task_name("etl", "r1", "load[3]") == "dags/etl/runs/r1/tasks/load[3]"
+    assert parse_task_name("dags/etl/runs/r1/tasks/load") == ("etl", "r1", "load")
+    assert parse_task_name("dags/etl/runs/r1/tasks/load[0]") == ("etl", "r1", "load[0]")
+    assert parse_task_name("dags/etl/runs/r1/tasks/load[120]") == ("etl", "r1", "load[120]")
+    assert parse_task_key("load[7]", "task") == ("load", 7)
+    assert parse_task_key("load", "task") == ("load", -1)
+
+
+@pytest.mark.parametrize(
+    "key", ["t[x]", "t[01]", "t[-1]", "t[]", "t[1]x", "t[1][2]", "[1]", "t]", "t[", "t[ 1]", "t[1234567890]"]
+)
+def test_bad_task_keys(key: str) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        parse_task_name(f"dags/etl/runs/r1/tasks/{key}")
+    assert info.value.field == "name"
+    assert repr(key) in info.value.problem
+    assert "task_id[map_index]" in info.value.problem
+    with pytest.raises(InvalidArgument) as info:
+        parse_task_key(key, "task_ids[2]")
+    assert info.value.field == "task_ids[2]"
+
+
+def test_a_bad_task_id_in_a_key_is_named() -> None:
+    with pytest.raises(InvalidArgument) as info:
+        parse_task_name("dags/etl/runs/r1/tasks/-bad[1]", "parent")
+    assert info.value.field == "parent"
+    assert "is not a valid id" in info.value.problem
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dags/etl/runs/r1/tasks",
+        "dags/etl/runs/r1/tasks/",
+        "dags/etl/runs/r1/task/a",
+        "dags/etl/runs/r1/tasks/a/b",
+    ],
+)
+def test_bad_task_name(name: str) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        parse_task_name(name)
+    assert info.value.field == "name"
+    assert "is not a task name" in info.value.problem

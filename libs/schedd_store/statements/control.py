@@ -32,14 +32,15 @@ READ_RUN_WITH_SPEC = _sql(
 )
 
 RUN_TASK_STATES = _sql(
-    "SELECT id, task_id, state, worker_id, attempt_id FROM task_instances WHERE run_pk = :run_pk"
+    "SELECT id, task_id, map_index, task_key, state, worker_id, attempt_id FROM task_instances "
+    "WHERE run_pk = :run_pk"
 )
 
 #: The task instances of a run, locked: a registry's claim (SKIP LOCKED) passes them by and a result or a
 #: fail-over waits, so what a manual change reads stays true until it commits.
 LOCK_RUN_TASKS = _sql(
-    "SELECT id, task_id, state, worker_id, attempt_id, queue FROM task_instances WHERE run_pk = :run_pk "
-    "ORDER BY id FOR UPDATE"
+    "SELECT id, task_id, map_index, task_key, state, worker_id, attempt_id, queue FROM task_instances "
+    "WHERE run_pk = :run_pk ORDER BY id FOR UPDATE"
 )
 
 #: Stops the running attempts of a run (cancel) or of chosen task instances (clear, mark).
@@ -75,7 +76,7 @@ CLEAR_TASK_INSTANCES = _guarded(
     "  ended_at = NULL, started_at = NULL, next_retry_at = NULL, claimed_at = NULL, worker_id = NULL, "
     "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0, first_poke_at = NULL "
     "FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(id, tries) "
-    "WHERE ti.id = c.id AND ti.state = ANY(:ti_sources) RETURNING ti.id, ti.task_id",
+    "WHERE ti.id = c.id AND ti.state = ANY(:ti_sources) RETURNING ti.id, ti.task_key",
     ti=(TASK_TRANSITIONS[T.NONE], {T.NONE}),
 )
 
@@ -93,6 +94,8 @@ SET_TASK_STATE_BY_HAND = _sql(
     "WHERE id = :id AND state = ANY(:allowed_from) RETURNING id"
 )
 
+#: What explains a task instance's state (by task id and map index), and how busy what it waits for is;
+#: ``task_active`` counts every instance of the task (max_active_tis_per_dag counts them all).
 EXPLAIN_TASK = _sql(
     "SELECT ti.id, ti.task_id, ti.state, ti.pool, ti.pool_slots, ti.try_number, ti.max_tries, "
     "ti.next_retry_at, "
@@ -111,7 +114,7 @@ EXPLAIN_TASK = _sql(
     "  AS ahead, "
     "(SELECT count(*) FROM workers w WHERE w.state = 'active' AND ti.queue = ANY(w.queues)) AS workers "
     "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk JOIN dags d ON d.dag_id = ti.dag_id "
-    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id AND ti.map_index = :map_index"
 )
 
 NOW = _sql("SELECT now()")

@@ -22,7 +22,7 @@ INSERT_RUN = _sql(
 _RUN_COLUMNS = (
     "r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at, "
     "r.started_at, r.ended_at, r.error, r.data_interval_start, r.data_interval_end, r.backfill_id, "
-    "v.version_hash"
+    "r.dag_version_id, v.version_hash"
 )
 
 GET_RUN = _sql(
@@ -62,15 +62,31 @@ LIST_RUNS = {
     for order, (sql_order, keyset) in _RUN_ORDERS.items()
 }
 
-#: A task instance's stored result (and whether it has one), by names.
+#: A task instance's stored result (and whether it has one), by names; the task instance by task id and
+#: map index (-1: not an instance of a mapped task).
 GET_TASK_RESULT = _sql(
     "SELECT ti.state, ti.try_number, ti.result, ti.result IS NOT NULL AS has_result "
     "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
-    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id"
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id AND ti.map_index = :map_index"
 )
 
+#: A run's task instances in the order they were made (the dependency order of the run's first plan; a
+#: mapped task's instances come later, when it is expanded).
 LIST_TASK_INSTANCES = _sql(
-    "SELECT task_id, state, try_number, max_tries, attempt_id, worker_id, queued_at, started_at, "
-    "ended_at, exit_code, error, priority_weight, pool, queue "
+    "SELECT task_id, map_index, state, try_number, max_tries, attempt_id, worker_id, queued_at, "
+    "started_at, ended_at, exit_code, error, priority_weight, pool, queue "
     "FROM task_instances WHERE run_pk = :run_pk ORDER BY id"
+)
+
+#: What a run holds of one task, to say why a key names none of its task instances: whether the run
+#: exists (no row: it does not), its spec, and the task's placeholder state (NULL: none) and how many
+#: mapped instances it has.
+TASK_INSTANCES_OF_TASK = _sql(
+    "SELECT v.spec, "
+    "(SELECT ti.state FROM task_instances ti WHERE ti.run_pk = r.id AND ti.task_id = :task_id "
+    "  AND ti.map_index = -1) AS placeholder_state, "
+    "(SELECT count(*) FROM task_instances ti WHERE ti.run_pk = r.id AND ti.task_id = :task_id "
+    "  AND ti.map_index >= 0) AS instances "
+    "FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
 )
