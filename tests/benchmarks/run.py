@@ -21,6 +21,9 @@ real services. Groups (``--only`` picks some):
 - ``sensors``: 1,000 reschedule-mode sensors waiting on 4 workers with 8 slots each: the slots they
   hold while waiting, a one-task DAG's latency beside them, and the time from their condition to the
   end of their run;
+- ``mapping``: a task mapped over a 1,000-element list on 4 workers with 8 slots each: the expansion
+  (the list's end to its instances queued), task instances per second created and run, and the time
+  to the end of the reduce over their results;
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out.
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
@@ -49,6 +52,7 @@ from tests.benchmarks.backfill import measure_backfill
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
 from tests.benchmarks.floors import measure_floors
+from tests.benchmarks.mapping import measure_mapped_task
 from tests.benchmarks.profile import profile
 from tests.benchmarks.report import plot, table, verdicts
 from tests.benchmarks.sensors import measure_waiting_sensors
@@ -68,6 +72,7 @@ GROUPS = (
     "footprint",
     "backfill",
     "sensors",
+    "mapping",
     "profile",
     "growth",
 )
@@ -190,6 +195,14 @@ class Bench:
                 self.results,
             )
 
+    def mapping(self) -> None:
+        with self.cluster("mapping", workers=4, worker_capacity=8) as c:
+            section(
+                "mapped_task",
+                lambda: measure_mapped_task(c, self.workdir, self.args.map_elements, runs=3),
+                self.results,
+            )
+
     def profile(self) -> None:
         with self.cluster("profile", workers=4, worker_capacity=8) as c:
             n = self.args.fan_out
@@ -237,6 +250,7 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=100)
     parser.add_argument("--backfill-intervals", type=int, default=365)
     parser.add_argument("--sensors", type=int, default=1000)
+    parser.add_argument("--map-elements", type=int, default=1000)
     parser.add_argument("--only", default="", help="comma-separated groups: " + ", ".join(GROUPS))
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
@@ -262,6 +276,8 @@ def main() -> None:
             bench.backfill()
         if "sensors" in groups:
             bench.sensors()
+        if "mapping" in groups:
+            bench.mapping()
         if "profile" in groups:
             bench.profile()
         if "growth" in groups:

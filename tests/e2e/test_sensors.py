@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +29,21 @@ EXTERNAL_TASK_SENSOR = "schedd_sdk.builtin_sensors:external_task_done"
 MARKER_TEXT = "tests.e2e.sensor_tasks:marker_text"
 
 
-@pytest.fixture(scope="module")
-def env(database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+@contextmanager
+def sensors_env(
+    database_url: str, etcd_endpoints: str, work: Path, workers: Sequence[tuple[str, int, dict[str, str]]]
+) -> Iterator[Env]:
+    """A cluster on a new database (dropped afterwards) with the given workers (id, capacity, env)."""
     name = f"t_{secrets.token_hex(8)}"
     create_database(database_url, name)
     url = with_database(database_url, name)
-    work = tmp_path_factory.mktemp("sensors")
     hook = HookServer()
     cluster = Cluster(url, etcd_endpoints, work / "logs", workers=0, cwd=REPO)
     try:
         began = time.monotonic()
         cluster.start()
-        cluster.add_worker("one-slot", capacity=1)
-        cluster.add_worker("two-slots", capacity=2, env={"SCHEDD_WORKER_QUEUES": "many"})
+        for worker_id, capacity, worker_env in workers:
+            cluster.add_worker(worker_id, capacity=capacity, env=worker_env)
         running = RunningCluster(cluster, url, work / "logs", time.monotonic() - began)
         yield Env(running, work, work / "events.jsonl", hook)
         running.assert_healthy()
@@ -49,6 +52,13 @@ def env(database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPat
         hook.server_close()
         drop_database(database_url, name)
     assert not [p for p in cluster.processes if p.alive], "processes left running"
+
+
+@pytest.fixture(scope="module")
+def env(database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    workers = [("one-slot", 1, {}), ("two-slots", 2, {"SCHEDD_WORKER_QUEUES": "many"})]
+    with sensors_env(database_url, etcd_endpoints, tmp_path_factory.mktemp("sensors"), workers) as running:
+        yield running
 
 
 def file_sensor(task_id: str, path: Path, *upstream: str, **sensor: Any) -> dict[str, Any]:
