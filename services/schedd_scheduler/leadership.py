@@ -149,6 +149,7 @@ class Replica:
             pass_budget=self._config.pass_budget,
             max_map_length=self._config.max_map_length,
             metrics=self._metrics,
+            faults=self._faults,
         )
         self._sweeper = LostAttemptSweeper(
             self._engine,

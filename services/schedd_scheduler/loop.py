@@ -44,6 +44,7 @@ from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.graph import DagGraph
 from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH, MapLengths, RunPlan, plan_run, plan_timeout
 from schedd_core.states import TASK_FINISHED, TaskState
+from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pass_spans import PassSpans
 from schedd_scheduler.pending import Changes, PendingRuns
@@ -71,6 +72,7 @@ class SchedulingLoop:
         pass_budget: int = 5000,
         max_map_length: int = DEFAULT_MAX_MAP_LENGTH,
         metrics: SchedulerMetrics | None = None,
+        faults: FaultPoints | None = None,
     ) -> None:
         self._engine = engine
         self._fence = fence
@@ -79,6 +81,7 @@ class SchedulingLoop:
         self._batch_size = batch_size
         self._pass_budget = pass_budget
         self._max_map_length = max_map_length
+        self._faults = faults or FaultPoints()
         self._metrics = metrics
         self._spans = PassSpans(engine)
         self._stopping = asyncio.Event()
@@ -313,6 +316,7 @@ class SchedulingLoop:
         if not wanted:
             return plans
         lengths = await planning_reads.expansion_lengths(conn, wanted)
+        self._faults.hit("scheduling.expanding")  # a test stops a leader between measuring and writing
         return [
             (
                 run,
