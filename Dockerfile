@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # One image for every schedd service; the command selects it:
-#   docker run IMAGE schedd-api | schedd-scheduler | schedd-registry | schedd-worker | schedd-migrate | schedctl
+#   docker run IMAGE schedd-api | schedd-scheduler | schedd-registry | schedd-worker | schedd-migrate | schedd-etcd-setup | schedctl
 # Build: docker build -t schedd:0.1.0 .   (docs/deploy.md)
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
@@ -25,7 +25,7 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-index --find-links /wheels schedd
 # Every service's command is installed (tests/deploy/test_image.py keeps this list equal to
 # pyproject's [project.scripts], less the local development stack).
-RUN for command in schedctl schedd-api schedd-migrate schedd-probe schedd-registry schedd-scheduler schedd-worker; do \
+RUN for command in schedctl schedd-api schedd-etcd-setup schedd-migrate schedd-probe schedd-registry schedd-scheduler schedd-worker; do \
         command -v "$command" >/dev/null || { echo "missing: $command" >&2; exit 1; }; \
     done
 RUN groupadd --system --gid 10001 schedd \

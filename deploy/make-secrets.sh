@@ -11,6 +11,9 @@
 #   tls/client.crt, client.key    a client certificate the CA signed (mutual TLS, schedd-probe)
 #   bootstrap-token               a first admin token (SCHEDD_BOOTSTRAP_TOKEN, sdt_<id>_<secret>)
 #   postgres-password             the database password
+#   etcd/root, etcd/schedd-scheduler, etcd/schedd-api, etcd/schedd-worker
+#                                 the passwords of etcd's users (schedd_coord.access; etcd-init
+#                                 sets them up)
 # and DIR/../.env holds the two secrets as variables for docker compose. An existing file is kept,
 # so running the script again changes nothing; delete DIR to make everything new.
 set -eu
@@ -31,6 +34,14 @@ if [ ! -s "$dir/postgres-password" ]; then
     random_urlsafe 24 >"$dir/postgres-password"
     echo >>"$dir/postgres-password"
 fi
+
+mkdir -p "$dir/etcd"
+for user in root schedd-scheduler schedd-api schedd-worker; do
+    if [ ! -s "$dir/etcd/$user" ]; then
+        random_urlsafe 24 >"$dir/etcd/$user"
+        echo >>"$dir/etcd/$user"
+    fi
+done
 
 if [ ! -s "$tls/ca.crt" ]; then
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
@@ -57,8 +68,9 @@ issue client clientAuth "DNS:schedd-client"
 
 # The services run as uid 10001 and read these through bind mounts: the files are world-readable,
 # the directories are not (only their owner on the host may enter them).
-chmod 0700 "$dir" "$tls"
+chmod 0700 "$dir" "$tls" "$dir/etcd"
 chmod 0644 "$dir"/bootstrap-token "$dir"/postgres-password "$tls"/*.crt "$tls"/server.key "$tls"/client.key
+chmod 0644 "$dir"/etcd/*
 chmod 0600 "$tls/ca.key"
 
 env_file="$(dirname "$dir")/.env"

@@ -16,6 +16,10 @@ class Principal:
     role: str
     #: For a worker token bound to one worker: the only worker id it may connect as.
     worker_id: str | None = None
+    #: For a worker token limited to queues: the only queues it may subscribe to (empty: any).
+    queues: tuple[str, ...] = ()
+    #: The token's public id (empty when authentication is disabled).
+    token_id: str = ""
 
 
 #: The principal of every call while authentication is disabled (development only).

@@ -2,14 +2,15 @@
 
 Roles of people and automation, each including the one before: ``viewer`` (read everything),
 ``operator`` (also trigger, clear, cancel, mark, pause, backfill), ``admin`` (also register DAGs,
-pools, tokens, drain workers, read the audit log). ``worker`` is a role of its own: it may speak
-the worker protocol (``WorkerRegistry.Connect``, ``FetchBundle``) and nothing else, and no other
-role may speak it.
+set pools, delete DAGs, runs and pools, tokens, drain workers, read the audit log). ``worker`` is a
+role of its own: it may speak the worker protocol (``WorkerRegistry.Connect``, ``FetchBundle``) and
+nothing else, and no other role may speak it.
 
 :data:`METHODS` names every RPC of every schedd service with the role it needs and whether a call
-is audited; ``tests/unit/test_roles.py`` fails when an RPC of the protos is missing from it. An RPC
-that is not in the table is refused to everyone (fail closed). Health checking and reflection are
-public (probes and tools call them without a token).
+is audited; ``tests/unit/test_roles.py`` fails when an RPC of the protos is missing from it, and
+when the table of every RPC in docs/security.md says otherwise. An RPC that is not in the table is
+refused to everyone (fail closed). Health checking and reflection are public (probes and tools call
+them without a token).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ VIEWER = "viewer"
 OPERATOR = "operator"
 ADMIN = "admin"
 WORKER = "worker"
+ENROLL = "enroll"
 
 #: Roles a token can have, in the order ``schedctl tokens create --role`` lists them.
-ROLES = (VIEWER, OPERATOR, ADMIN, WORKER)
+ROLES = (VIEWER, OPERATOR, ADMIN, WORKER, ENROLL)
+#: Roles of their own: each may call only the methods that need exactly it.
+_SEPARATE = frozenset({WORKER, ENROLL})
 _RANK = {VIEWER: 0, OPERATOR: 1, ADMIN: 2}
 
 PUBLIC_SERVICES = frozenset(
@@ -87,7 +91,7 @@ METHODS: dict[str, Access] = {
             "CancelRun": _OPERATE,
             "WatchTaskLogs": _READ,
             "GetTaskResult": _READ,
-            "DeleteRun": _OPERATE,
+            "DeleteRun": _ADMINISTER,
             "ClearTaskInstances": _OPERATE,
             "SetTaskInstanceState": _OPERATE,
             "ExplainTaskInstance": _READ,
@@ -105,7 +109,11 @@ METHODS: dict[str, Access] = {
     # The worker protocol: authenticated when the stream opens; its messages are not audited.
     **_service(
         "WorkerRegistry",
-        {"Connect": Access(WORKER, audited=False), "FetchBundle": Access(WORKER, audited=False)},
+        {
+            "Connect": Access(WORKER, audited=False),
+            "FetchBundle": Access(WORKER, audited=False),
+            "Enroll": Access(ENROLL, audited=True),
+        },
     ),
 }
 
@@ -117,6 +125,6 @@ def is_public(method: str) -> bool:
 
 def allows(role: str, needed: str) -> bool:
     """Whether a principal with ``role`` may call an RPC that needs ``needed``."""
-    if needed == WORKER or role == WORKER:
+    if needed in _SEPARATE or role in _SEPARATE:
         return role == needed
     return _RANK.get(role, -1) >= _RANK[needed]

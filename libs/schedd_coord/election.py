@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from schedd_coord.client import EtcdClient, KeyValue
+from schedd_coord.errors import MalformedLeaderKey
 
 LEADER_KEY = b"/schedd/scheduler/leader"
 MEMBERS_PREFIX = b"/schedd/scheduler/members/"
@@ -35,7 +36,19 @@ class LeaderInfo:
 
     @staticmethod
     def from_kv(kv: KeyValue) -> LeaderInfo:
-        data = json.loads(kv.value or b"{}")
+        """Read what a candidate wrote: a JSON object whose ``identity``, ``since`` and ``address``
+        are strings (missing ones are ``""``). Raises MalformedLeaderKey naming the key otherwise."""
+        try:
+            data = json.loads(kv.value or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            data = None
+        fields = ("identity", "since", "address")
+        if not isinstance(data, dict) or not all(isinstance(data.get(f, ""), str) for f in fields):
+            what = "the leader key" if kv.key == LEADER_KEY else "the election key"
+            raise MalformedLeaderKey(
+                f"{what} holds a malformed value ({kv.key.decode(errors='replace')} is not a JSON object "
+                "of identity, since and address strings); the value was not written by a scheduler"
+            )
         return LeaderInfo(
             identity=data.get("identity", ""),
             token=kv.create_revision,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedd_core.errors import Unavailable
+from schedd_core.errors import FailedPrecondition, Unavailable
 
 
 class CoordinationError(Unavailable):
@@ -11,3 +11,14 @@ class CoordinationError(Unavailable):
 
 class LeaseLost(CoordinationError):
     """The lease expired, was revoked, or could not be renewed in time."""
+
+
+class EtcdAuthFailed(CoordinationError):
+    """etcd refused the user name or password (``SCHEDD_ETCD_USER`` and its password)."""
+
+
+class MalformedLeaderKey(FailedPrecondition):
+    """A key of the election holds a value no scheduler writes (not a JSON object of strings).
+
+    etcd answered; what it holds is wrong, so this is not a :class:`CoordinationError`.
+    """

@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from schedd_coord.client import EtcdClient
+from schedd_coord.credentials import EtcdAuth
 from schedd_coord.errors import CoordinationError
 from schedd_core.clock import Clock, SystemClock
 
@@ -119,9 +120,17 @@ class KeptLease:
     """
 
     def __init__(
-        self, endpoints: str, timing: LeaseTiming, clock: Clock | None = None, *, rpc_timeout: float = 2.0
+        self,
+        endpoints: str,
+        timing: LeaseTiming,
+        clock: Clock | None = None,
+        *,
+        rpc_timeout: float = 2.0,
+        auth: EtcdAuth | None = None,
     ) -> None:
+        """``auth``: the etcd user of the lease thread's connection (``SCHEDD_ETCD_*`` when None)."""
         self._endpoints = endpoints
+        self._auth = auth
         self._timing = timing
         self._clock = clock or SystemClock()
         self._rpc_timeout = rpc_timeout
@@ -182,7 +191,7 @@ class KeptLease:
     async def _serve(self, granted: concurrent.futures.Future[int]) -> None:
         self._thread_loop = asyncio.get_running_loop()
         self._stop_requested = asyncio.Event()
-        client = EtcdClient(self._endpoints, timeout=self._rpc_timeout)
+        client = EtcdClient(self._endpoints, timeout=self._rpc_timeout, auth=self._auth)
         try:
             sent = self._clock.monotonic()
             try:

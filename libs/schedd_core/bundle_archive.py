@@ -1,40 +1,32 @@
-"""Code bundles as archives: packing a directory deterministically, checking and unpacking one.
+"""Code bundle archives, as bytes: their limits, their hash, and checking one (no file I/O here).
 
-A bundle is a directory of Python modules (and data files they read). Its archive is an
-uncompressed POSIX tar of the directory's files, named relative to the bundle's *import root*
-(the nearest ancestor that is not a package: a bundle ``examples/`` with an ``__init__.py`` is
-stored as ``examples/...``, so its modules keep the names ``examples.tasks.etl`` they have in a
-checkout), plus the ``__init__.py`` of every package between the import root and the bundle.
-The SHA-256 of the archive (lowercase hex) is the bundle's version.
+A bundle's archive is an uncompressed POSIX tar (``schedd_exec.bundle_pack`` makes it from a
+directory, ``schedd_exec.bundle_unpack`` writes it out on a worker). The SHA-256 of the archive
+(lowercase hex) is the bundle's version.
 
 Guaranteed:
 
-* Determinism: the same files with the same contents and executable bits give the same bytes,
-  whatever their timestamps, owners or the order the file system lists them in (entries are
-  sorted by name; mtime 0, uid/gid 0, no owner names; mode 0644, or 0755 for an executable).
-  ``tests/unit/test_bundle_archive.py::test_packing_is_deterministic`` proves it.
-* Skipped: ``__pycache__`` directories, ``*.pyc`` files, hidden files and directories (a name
-  starting with ``.``), and anything that is not a regular file (symbolic links, sockets).
-* Limits: an archive is at most :data:`MAX_ARCHIVE_BYTES` and holds at most :data:`MAX_FILES`
-  files; packing a larger directory raises :class:`BundleTooLarge` naming the largest files.
-* :func:`check_archive` accepts only what :func:`pack` makes: regular files with relative,
-  normalised names (no ``..``, no absolute paths, no duplicates) within the limits. It raises
-  :class:`~schedd_core.errors.InvalidArgument` naming the field, so a server answers
-  INVALID_ARGUMENT; :func:`unpack` checks first and extracts nothing from a bad archive.
-
-Not guaranteed: that the modules import (that is known only when a worker runs them).
+* Limits: an archive is at most :data:`MAX_ARCHIVE_BYTES`.
+* :func:`check_archive` accepts only regular files and directories with relative, normalised
+  names (no ``..``, no absolute paths, no duplicates, no file used as a directory), whose data lies
+  inside the archive, within :class:`ArchiveLimits` (members, unpacked bytes). Symbolic and hard
+  links, devices, FIFOs, sparse files, GNU long-name and other special headers, and PAX headers a
+  plain tar writer never writes are refused, each with :class:`~schedd_core.errors.InvalidArgument`
+  naming the field and the member, so a server answers INVALID_ARGUMENT
+  (``tests/security/test_archives.py``). It reads the archive's bytes only: unpacking (file I/O)
+  is ``schedd_exec.bundle_unpack``'s, which checks first and unpacks nothing from a bad archive.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
-import stat
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
+from typing import NoReturn
 
 from schedd_core.errors import InvalidArgument, ScheddError
 
@@ -42,8 +34,15 @@ from schedd_core.errors import InvalidArgument, ScheddError
 MAX_ARCHIVE_BYTES = 16 * 1024 * 1024
 #: Most files one bundle may hold.
 MAX_FILES = 10_000
+#: Most bytes a bundle's files may total once unpacked (an archive of plain files is never larger).
+MAX_UNPACKED_BYTES = MAX_ARCHIVE_BYTES
+#: Header types of plain members: regular files (old and new style) and directories.
+_PLAIN_TYPES = frozenset({tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE})
+#: Headers a member may start with: its own, or a PAX header of its own (``x``).
+_PLAIN_HEADERS = _PLAIN_TYPES | {tarfile.XHDTYPE}
+#: PAX keys a plain tar writer (``schedd_exec.bundle_pack``) may write for a plain member.
+_PAX_KEYS = frozenset({"path", "size", "mtime", "atime", "ctime", "uid", "gid", "uname", "gname"})
 _HASH = re.compile(r"[0-9a-f]{64}")
-_SKIPPED_DIRS = frozenset({"__pycache__"})
 
 
 class BundleError(ScheddError):
@@ -52,24 +51,6 @@ class BundleError(ScheddError):
 
 class BundleTooLarge(BundleError):
     """A bundle's archive would pass :data:`MAX_ARCHIVE_BYTES` or :data:`MAX_FILES`."""
-
-
-@dataclass(frozen=True)
-class PackedBundle:
-    sha256: str
-    archive: bytes
-    #: The archive's file names, in archive order.
-    names: tuple[str, ...]
-    #: The directory module names are relative to (workers put the unpacked archive there).
-    import_root: Path
-
-
-def import_root(directory: Path) -> Path:
-    """The nearest ancestor of ``directory`` (or itself) that is not a package (no ``__init__.py``)."""
-    root = directory.resolve()
-    while (root / "__init__.py").is_file() and root.parent != root:
-        root = root.parent
-    return root
 
 
 def archive_sha256(archive: bytes) -> str:
@@ -87,114 +68,141 @@ def check_sha256(value: str, field: str) -> str:
     return value
 
 
-def pack(directory: Path) -> PackedBundle:
-    """The deterministic archive of the bundle ``directory`` (see the module's docstring)."""
-    directory = directory.resolve()
-    if not directory.is_dir():
-        raise BundleError(f"{directory}: a bundle must be a directory")
-    root = import_root(directory)
-    files = _package_markers(root, directory) + _files(directory)
-    files.sort(key=lambda item: item[0])
-    if len(files) > MAX_FILES:
-        raise BundleTooLarge(f"{directory}: holds {len(files)} files; a bundle may hold at most {MAX_FILES}")
-    estimate = sum(512 + _padded(size) for _, _, size, _ in files)
-    if estimate > MAX_ARCHIVE_BYTES:
-        raise BundleTooLarge(_too_large(directory, estimate, files))
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
-        for name, path, size, executable in files:
-            info = tarfile.TarInfo(name)
-            info.size = size
-            info.mtime = 0
-            info.mode = 0o755 if executable else 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            with path.open("rb") as f:
-                data = f.read(size + 1)
-            if len(data) != size:
-                raise BundleError(f"{path}: changed while the bundle was being packed; try again")
-            tar.addfile(info, io.BytesIO(data))
-    archive = buffer.getvalue()
-    if len(archive) > MAX_ARCHIVE_BYTES:
-        raise BundleTooLarge(_too_large(directory, len(archive), files))
-    return PackedBundle(archive_sha256(archive), archive, tuple(name for name, *_ in files), root)
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """Caps on what one archive may unpack to; the defaults are also the most a server accepts."""
+
+    #: Most members (files and directories) one archive may hold.
+    max_files: int = MAX_FILES
+    #: Most bytes its regular files may total once unpacked.
+    max_unpacked_bytes: int = MAX_UNPACKED_BYTES
+
+    def __post_init__(self) -> None:
+        if not 0 < self.max_files <= MAX_FILES:
+            raise InvalidArgument("SCHEDD_BUNDLE_MAX_FILES", f"must be between 1 and {MAX_FILES}")
+        if not 0 < self.max_unpacked_bytes <= MAX_UNPACKED_BYTES:
+            raise InvalidArgument(
+                "SCHEDD_BUNDLE_MAX_UNPACKED_BYTES", f"must be between 1 and {MAX_UNPACKED_BYTES}"
+            )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ArchiveLimits:
+        """``SCHEDD_BUNDLE_MAX_FILES`` and ``SCHEDD_BUNDLE_MAX_UNPACKED_BYTES``: lower than the
+        defaults, never higher (workers unpack with the defaults)."""
+        values = {}
+        for name, field in (
+            ("SCHEDD_BUNDLE_MAX_FILES", "max_files"),
+            ("SCHEDD_BUNDLE_MAX_UNPACKED_BYTES", "max_unpacked_bytes"),
+        ):
+            raw = env.get(name, "").strip()
+            if raw:
+                if not raw.isdigit():
+                    raise InvalidArgument(name, f"must be a whole number, not {raw!r}")
+                values[field] = int(raw)
+        return cls(**values)
 
 
-def check_archive(archive: bytes, field: str = "archive") -> list[tarfile.TarInfo]:
-    """The members of ``archive`` if it is a bundle archive :func:`pack` could have made."""
+#: The default limits, the most any server or worker accepts.
+DEFAULT_LIMITS = ArchiveLimits()
+
+
+def check_archive(
+    archive: bytes, field: str = "archive", limits: ArchiveLimits = DEFAULT_LIMITS
+) -> list[tarfile.TarInfo]:
+    """The members of ``archive`` if it is a bundle archive within ``limits`` (see the module)."""
     if len(archive) > MAX_ARCHIVE_BYTES:
         raise InvalidArgument(field, f"is {len(archive)} bytes; a bundle may be at most {MAX_ARCHIVE_BYTES}")
     if not archive:
         raise InvalidArgument(field, "is empty")
+    members: list[tarfile.TarInfo] = []
+    names = _Names(field)
+    unpacked = 0
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-            members = tar.getmembers()
+            for member in tar:  # each checked before the next header is read
+                members.append(member)
+                if len(members) > limits.max_files:
+                    raise InvalidArgument(
+                        field,
+                        f"entry {member.name!r} is member {len(members)}; a bundle may hold at most "
+                        f"{limits.max_files} members",
+                    )
+                _check_member(archive, member, field)
+                names.add(member)
+                unpacked += member.size if member.isreg() else 0
+                if unpacked > limits.max_unpacked_bytes:
+                    raise InvalidArgument(
+                        field,
+                        f"entry {member.name!r} takes the unpacked bundle past "
+                        f"{limits.max_unpacked_bytes} bytes",
+                    )
+            if tar.pax_headers:
+                raise InvalidArgument(field, "has a global extended (PAX) header; bundle archives have none")
     except (tarfile.TarError, EOFError, UnicodeDecodeError) as exc:
         raise InvalidArgument(field, f"is not a tar archive: {exc}") from None
-    if len(members) > MAX_FILES:
-        raise InvalidArgument(field, f"holds {len(members)} files; a bundle may hold at most {MAX_FILES}")
-    seen: set[str] = set()
-    for member in members:
-        name = member.name
-        parts = PurePosixPath(name).parts
-        if not member.isreg():
-            raise InvalidArgument(field, f"entry {name!r} is not a regular file")
-        if not parts or name.startswith("/") or ".." in parts or str(PurePosixPath(*parts)) != name:
-            raise InvalidArgument(field, f"entry {name!r} is not a normalised relative path")
-        if name in seen:
-            raise InvalidArgument(field, f"entry {name!r} appears twice")
-        seen.add(name)
     return members
 
 
-def unpack(archive: bytes, destination: Path) -> int:
-    """Check ``archive`` and extract its files under ``destination`` (created, must not exist);
-    returns the bytes of the files extracted."""
-    members = check_archive(archive)
-    destination.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-        tar.extractall(destination, members=members, filter="data")
-    return sum(m.size for m in members)
+def _check_member(archive: bytes, member: tarfile.TarInfo, field: str) -> None:
+    """InvalidArgument naming ``member`` unless it is a plain regular file or directory."""
+    problem = _kind_problem(member)
+    if problem is None:
+        first, own = archive[member.offset + 156 : member.offset + 157], archive[member.offset_data - 356]
+        if first not in _PLAIN_HEADERS or bytes([own]) not in _PLAIN_TYPES:
+            problem = f"uses a special header (type {first!r}); bundle archives have plain headers only"
+        elif unknown := sorted(set(member.pax_headers) - _PAX_KEYS):
+            problem = f"has the extended header {unknown[0]!r}, which bundle archives never have"
+        elif member.isreg() and member.offset_data + member.size > len(archive):
+            problem = "claims more data than the archive holds"
+    if problem is not None:
+        raise InvalidArgument(field, f"entry {member.name!r} {problem}")
 
 
-def _files(directory: Path) -> list[tuple[str, Path, int, bool]]:
-    root = import_root(directory)
-    found: list[tuple[str, Path, int, bool]] = []
-    for current, dirs, names in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
-        for name in sorted(names):
-            if name.startswith(".") or name.endswith(".pyc"):
-                continue
-            path = Path(current) / name
-            info = path.lstat()
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            arcname = path.relative_to(root).as_posix()
-            found.append((arcname, path, info.st_size, bool(info.st_mode & stat.S_IXUSR)))
-    return found
+def _kind_problem(member: tarfile.TarInfo) -> str | None:
+    if member.issparse() or member.type == tarfile.GNUTYPE_SPARSE:
+        return "is a sparse file"
+    if member.issym():
+        return "is a symbolic link"
+    if member.islnk():
+        return "is a hard link"
+    if member.ischr() or member.isblk():
+        return "is a device"
+    if member.isfifo():
+        return "is a FIFO"
+    if member.type not in _PLAIN_TYPES:
+        return f"is a special member (type {member.type!r}); bundles hold files and directories only"
+    return None
 
 
-def _package_markers(root: Path, directory: Path) -> list[tuple[str, Path, int, bool]]:
-    """The ``__init__.py`` of each package strictly between ``root`` and ``directory``."""
-    markers = []
-    current = directory.parent
-    while current != root and root in current.parents:
-        marker = current / "__init__.py"
-        info = marker.lstat()
-        markers.append((marker.relative_to(root).as_posix(), marker, info.st_size, False))
-        current = current.parent
-    return markers
+class _Names:
+    """Names seen so far: each normalised, relative and unique, and no file used as a directory."""
 
+    def __init__(self, field: str) -> None:
+        self._field = field
+        self._files: set[str] = set()
+        self._dirs: set[str] = set()
+        self._seen: set[str] = set()
 
-def _padded(size: int) -> int:
-    return (size + 511) // 512 * 512
+    def add(self, member: tarfile.TarInfo) -> None:
+        name = member.name
+        path = PurePosixPath(name)
+        if (
+            not path.parts
+            or name.startswith("/")
+            or ".." in path.parts
+            or str(PurePosixPath(*path.parts)) != name
+        ):
+            self._fail(name, "is not a normalised relative path")
+        if name in self._seen:
+            self._fail(name, "appears twice")
+        parents = {p.as_posix() for p in path.parents if p.as_posix() != "."}
+        if clash := sorted(parents & self._files):
+            self._fail(name, f"is inside {clash[0]!r}, which is a file")
+        if member.isreg() and name in self._dirs:
+            self._fail(name, "is a file, but other entries are inside it")
+        self._seen.add(name)
+        self._dirs |= parents
+        (self._files if member.isreg() else self._dirs).add(name)
 
-
-def _too_large(directory: Path, size: int, files: list[tuple[str, Path, int, bool]]) -> str:
-    largest = sorted(files, key=lambda item: -item[2])[:3]
-    named = ", ".join(f"{name} ({file_size} bytes)" for name, _, file_size, _ in largest)
-    return (
-        f"{directory}: the bundle would be about {size} bytes; a bundle may be at most "
-        f"{MAX_ARCHIVE_BYTES} bytes (largest files: {named}). Move data files out of the bundle "
-        "directory, or name a smaller one with --bundle"
-    )
+    def _fail(self, name: str, problem: str) -> NoReturn:
+        raise InvalidArgument(self._field, f"entry {name!r} {problem}")

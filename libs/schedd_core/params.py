@@ -8,6 +8,12 @@ breaks a schema is refused with INVALID_ARGUMENT naming ``conf.<param>`` and not
 (``tests/e2e/test_params_and_templates.py``); a scheduled DAG (whose runs have no conf) must have
 a valid default for every required param. Params without a schema take any JSON value. Numbers
 that are integral reach tasks as integers (``schedd_rpc.convert.from_struct``).
+
+A conf may set only declared params: a key of the DAG's ``params`` or ``param_schemas`` or of a
+task's ``params``. Any other key is refused the same way (``conf.<key>``), unless the DAG sets
+``allow_undeclared_conf`` (``tests/security/test_operator_input.py``). This bounds what an operator
+can set; it says nothing about the values, which tasks receive as data (quoted for the shell by
+``schedd_core.templates``, passed to Python tasks as arguments, never evaluated).
 """
 
 from __future__ import annotations
@@ -75,9 +81,28 @@ def check_param_schemas(spec: pb.DagSpec) -> None:
             )
 
 
+def declared_params(spec: pb.DagSpec) -> set[str]:
+    """The names a run's conf may set: the DAG's params and param schemas, and every task's params."""
+    names = set(_defaults(spec)) | set(_schemas(spec))
+    for task in spec.tasks:
+        if task.HasField("params"):
+            names.update(task.params.keys())
+    return names
+
+
 def check_run_params(spec: pb.DagSpec, conf: Mapping[str, Any]) -> None:
-    """When a run is triggered: the params it will have (defaults, the conf on top) fit the schemas;
-    a required param has a value."""
+    """When a run is triggered: the conf sets only declared params (unless the DAG allows others),
+    the params the run will have (defaults, the conf on top) fit the schemas, and a required param
+    has a value."""
+    if not spec.allow_undeclared_conf:
+        declared = declared_params(spec)
+        for key in sorted(conf):
+            if key not in declared:
+                raise InvalidArgument(
+                    f"conf.{key}",
+                    "is not a param of the DAG; declare it in the DAG's params "
+                    "(or set allow_undeclared_conf on the DAG)",
+                )
     values = {**_defaults(spec), **conf}
     for name, schema in _schemas(spec).items():
         validator, required = _validator(f"spec.param_schemas.{name}", schema)

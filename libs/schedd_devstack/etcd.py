@@ -12,6 +12,11 @@ Guarantees while :attr:`LocalEtcd.running`:
   member, and a later :meth:`LocalEtcd.start` on the same ``base_dir`` restarts
   it with its data, on the same ports when they are still free.
 
+With ``auth``, the member has authentication on once ``start`` returns: the users of
+:mod:`schedd_coord.access` exist with the passwords in :attr:`LocalEtcd.credentials`
+(``base_dir/etcd-credentials``, kept across restarts). ``auth_token_ttl`` sets etcd's
+``--auth-token-ttl`` (seconds a token lives unused; etcd's default is 300).
+
 Not guaranteed: durability with ``durable=False`` (``--unsafe-no-fsync``, when
 the binary supports it: fine for tests, a host crash loses writes), nor that
 the ports survive a restart (when one was taken meanwhile, new ones are picked
@@ -41,6 +46,7 @@ from schedd_devstack._process import (
     unregister_running,
 )
 from schedd_devstack.binaries import DevstackError, find_etcd
+from schedd_devstack.etcd_access import EtcdCredentials
 from schedd_devstack.ports import LOCALHOST, free_port, port_is_free
 
 _LOG = logging.getLogger(__name__)
@@ -79,9 +85,19 @@ class LocalEtcd:
     """
 
     def __init__(
-        self, *, name: str = "schedd-devstack", startup_timeout: float = 30.0, stop_timeout: float = 15.0
+        self,
+        *,
+        name: str = "schedd-devstack",
+        startup_timeout: float = 30.0,
+        stop_timeout: float = 15.0,
+        auth: bool = False,
+        auth_token_ttl: int | None = None,
     ) -> None:
         self._name = name
+        self._auth = auth
+        self._auth_token_ttl = auth_token_ttl
+        #: the password files of etcd's users (None without ``auth``); set by ``start``
+        self.credentials: EtcdCredentials | None = None
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._proc: subprocess.Popen[bytes] | None = None
@@ -164,13 +180,26 @@ class LocalEtcd:
             self._peer_port = self._reuse_or_pick(self._peer_port, avoid=self._client_port)
             try:
                 self._launch_and_wait(binary, durable, deadline)
-                return
             except _PortTaken:
                 _LOG.info("an etcd port was taken before etcd bound it (attempt %d)", attempt)
                 self._client_port = self._peer_port = None
+                continue
+            if self._auth:
+                self._provision()
+            return
         raise DevstackError(
             f"etcd could not bind free ports in {_START_ATTEMPTS} attempts; log: {self.log_path}"
         )
+
+    def _provision(self) -> None:
+        """Set up etcd's users and turn authentication on; on failure stop etcd and re-raise."""
+        try:
+            credentials = EtcdCredentials(self.base_dir / "etcd-credentials")
+            credentials.provision(self.endpoint)
+        except BaseException:
+            self.stop()
+            raise
+        self.credentials = credentials
 
     def stop(self) -> None:
         """SIGTERM, bounded by ``stop_timeout``, then SIGKILL. Idempotent; the data is kept."""
@@ -220,6 +249,8 @@ class LocalEtcd:
             f"--initial-cluster={self._name}={peer_url}",
             "--initial-cluster-state=new",
         ]
+        if self._auth_token_ttl is not None:
+            cmd.append(f"--auth-token-ttl={self._auth_token_ttl}")
         if not durable and _supports_unsafe_no_fsync(str(binary)):
             cmd.append("--unsafe-no-fsync")
 

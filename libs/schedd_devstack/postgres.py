@@ -6,8 +6,10 @@
 * it listens on 127.0.0.1 only, on a port chosen from the ephemeral range (never
   5432), plus a Unix socket in the data directory (or in a short temporary
   directory when that path is too long for a socket name);
-* authentication is ``trust`` for local and loopback connections; the
-  superuser is ``schedd`` and a database ``schedd`` exists;
+* every local and loopback connection logs in with a password (``scram-sha-256``,
+  no ``trust`` line: ``schedd_devstack.pg_auth``); the superuser is ``schedd``, its
+  password is kept in ``base_dir/postgres-password`` (0600) and carried by :attr:`url`;
+  a database ``schedd`` exists;
 * ``max_connections`` is 200;
 * the PID we hold is the postmaster's own (it is started directly, not through
   ``pg_ctl``), so :meth:`LocalPostgres.stop` and :meth:`LocalPostgres.kill`
@@ -41,7 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs; not in the mypy overrides
 
@@ -56,6 +58,7 @@ from schedd_devstack._process import (
     unregister_running,
 )
 from schedd_devstack.binaries import DevstackError, find_postgres_bindir
+from schedd_devstack.pg_auth import owner_password, serves_other_rules, set_owner_password, task_password
 from schedd_devstack.ports import LOCALHOST, free_port, port_is_free
 
 SUPERUSER = "schedd"
@@ -185,7 +188,13 @@ TASK_ROLE = "schedd_task_runner"
 
 def ensure_task_role(url: str) -> str:
     """Create the local task login role (a member of ``schedd_tasks``) if missing, and return ``url``
-    as that role. The database at ``url`` must be migrated; the connecting user needs CREATEROLE."""
+    as that role. The database at ``url`` must be migrated; the connecting user needs CREATEROLE.
+
+    When ``url`` carries a password, the role's password is set to the one derived from it
+    (``schedd_devstack.pg_auth.task_password``) and the URL returned carries that one, never the
+    owner's; without one, the role gets no password (the server's own rules decide its logins)."""
+    parts = urlsplit(url)
+    password = task_password(unquote(parts.password), TASK_ROLE) if parts.password else None
 
     async def ensure() -> None:
         conn = await asyncpg.connect(asyncpg_dsn(url))
@@ -194,13 +203,15 @@ def ensure_task_role(url: str) -> str:
                 "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
                 f"'{TASK_ROLE}') THEN CREATE ROLE {TASK_ROLE} LOGIN IN ROLE schedd_tasks; END IF; END $$"
             )
+            if password is not None:  # hex digits: nothing to quote
+                await conn.execute(f"ALTER ROLE {TASK_ROLE} WITH PASSWORD '{password}'")
         finally:
             await conn.close()
 
     run_coroutine_sync(ensure)
-    parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{TASK_ROLE}@{host}"))
+    login = TASK_ROLE if password is None else f"{TASK_ROLE}:{password}"
+    return urlunsplit(parts._replace(netloc=f"{login}@{host}"))
 
 
 class LocalPostgres:
@@ -218,6 +229,7 @@ class LocalPostgres:
         self._port: int | None = None
         self._base_dir: Path | None = None
         self._temp_socket_dir: Path | None = None
+        self._password = ""
 
     # -- properties ---------------------------------------------------------------------------------
 
@@ -240,8 +252,9 @@ class LocalPostgres:
 
     @property
     def url(self) -> str:
-        """SQLAlchemy URL of the ``schedd`` database: ``postgresql+asyncpg://schedd@127.0.0.1:PORT/schedd``."""
-        return f"postgresql+asyncpg://{SUPERUSER}@{LOCALHOST}:{self.port}/{DATABASE}"
+        """SQLAlchemy URL of the ``schedd`` database, with the owner's password:
+        ``postgresql+asyncpg://schedd:PASSWORD@127.0.0.1:PORT/schedd``."""
+        return f"postgresql+asyncpg://{SUPERUSER}:{self._password}@{LOCALHOST}:{self.port}/{DATABASE}"
 
     @property
     def dsn(self) -> str:
@@ -292,8 +305,15 @@ class LocalPostgres:
             _ensure_traversable(bindir, account)
             data_dir.mkdir(mode=0o700, exist_ok=True)
             os.chown(data_dir, account.uid, account.gid)
-        if not (data_dir / "PG_VERSION").exists():
+        made = not (data_dir / "PG_VERSION").exists()
+        if made:
             self._initdb(bindir, data_dir, account, durable=durable)
+        self._password, new_password = owner_password(base_dir)
+        if made or new_password or serves_other_rules(data_dir):
+            run_as = None if account is None else (account.uid, account.gid)
+            set_owner_password(
+                bindir / "postgres", data_dir, SUPERUSER, self._password, run_as, child_env(["PG"])
+            )
         socket_dir = self._socket_dir(data_dir, account)
 
         deadline = time.monotonic() + self._startup_timeout
@@ -371,6 +391,7 @@ class LocalPostgres:
             str(data_dir),
             "-U",
             SUPERUSER,
+            # Replaced by password rules before the server first starts (``pg_auth``).
             "--auth-local=trust",
             "--auth-host=trust",
             "--encoding=UTF8",
@@ -440,7 +461,7 @@ class LocalPostgres:
         self._proc = proc
         register_running(self, self.stop)
         try:
-            run_coroutine_sync(lambda: _wait_ready(proc, port, data_dir, deadline))
+            run_coroutine_sync(lambda: _wait_ready(proc, port, data_dir, self._password, deadline))
         except _ServerExited as exc:
             tail = read_tail(self.log_path, offset)
             self._forget_process()
@@ -474,7 +495,9 @@ def _guc_list_item(value: str) -> str:
     return value
 
 
-async def _wait_ready(proc: subprocess.Popen[bytes], port: int, data_dir: Path, deadline: float) -> None:
+async def _wait_ready(
+    proc: subprocess.Popen[bytes], port: int, data_dir: Path, password: str, deadline: float
+) -> None:
     """Poll until the server we started accepts TCP connections, then make sure ``schedd`` exists."""
     last_error: BaseException | None = None
     while True:
@@ -488,6 +511,7 @@ async def _wait_ready(proc: subprocess.Popen[bytes], port: int, data_dir: Path, 
                 host=LOCALHOST,
                 port=port,
                 user=SUPERUSER,
+                password=password,
                 database="postgres",
                 ssl=False,
                 timeout=min(2.0, remaining),

@@ -30,7 +30,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from schedd_coord.access import ROOT_USER
 from schedd_devstack.binaries import DevstackError
+from schedd_devstack.credentials import write_secret
 from schedd_devstack.ports import port_is_free
 from schedd_devstack.services import Cluster, ServiceProcess
 from schedd_devstack.stack import DevStack
@@ -147,6 +149,7 @@ def _print_usage(cluster: Cluster, stack: DevStack, log_dir: Path) -> None:
         "For tools that talk to the stores directly:",
         f"  export SCHEDD_DATABASE_URL={shlex.quote(env['SCHEDD_DATABASE_URL'])}",
         f"  export SCHEDD_ETCD_ENDPOINTS={shlex.quote(env['SCHEDD_ETCD_ENDPOINTS'])}",
+        *(f"  export {name}={shlex.quote(value)}" for name, value in _etcd_root_env(stack).items()),
         "",
         "Prometheus metrics (docs/observability.md):",
         *(f"  {name:<12} http://{address}/metrics" for name, address in cluster.metrics.items()),
@@ -155,6 +158,12 @@ def _print_usage(cluster: Cluster, stack: DevStack, log_dir: Path) -> None:
         "Press [bold]Ctrl-C[/bold] to stop everything.",
     ]
     console.print("\n".join(lines))
+
+
+def _etcd_root_env(stack: DevStack) -> dict[str, str]:
+    """etcd's ``root`` user, for etcdctl-like tools (``SCHEDD_ETCD_USER``, its password file)."""
+    credentials = stack.etcd.credentials
+    return credentials.service_env(ROOT_USER) if credentials is not None else {}
 
 
 def _describe_dead(procs: list[ServiceProcess], servers: list[str]) -> str:
@@ -199,6 +208,7 @@ def run(
             workers=workers,
             api_port=api_port,
             auth=True,
+            etcd_credentials=stack.etcd.credentials,
         )
         _step("migrating the database")
         began = time.monotonic()
@@ -211,9 +221,7 @@ def run(
         cluster.start(migrate=False)
         # schedctl, run by the steps below, reads its token from the environment.
         os.environ["SCHEDCTL_TOKEN"] = cluster.admin_token
-        token_file = stack.base_dir / "admin-token"
-        token_file.write_text(cluster.admin_token + "\n")
-        token_file.chmod(0o600)
+        write_secret(stack.base_dir / "admin-token", cluster.admin_token + "\n")
         leader = cluster.leader()
         _ok(
             f"api at {cluster.api_address}, registry at {cluster.registry_address}, "

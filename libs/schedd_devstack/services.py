@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,10 +62,11 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs
 import grpc
-from aetcd import rpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from schedd_coord import access
 from schedd_coord.client import EtcdClient
+from schedd_coord.credentials import EtcdAuth
 from schedd_coord.election import LEADER_KEY, MEMBERS_PREFIX, LeaderInfo
 from schedd_coord.errors import CoordinationError
 from schedd_devstack._process import (
@@ -76,6 +79,7 @@ from schedd_devstack._process import (
 )
 from schedd_devstack.binaries import DevstackError
 from schedd_devstack.credentials import create_cluster_tokens
+from schedd_devstack.etcd_access import EtcdCredentials
 from schedd_devstack.ports import LOCALHOST, free_port
 from schedd_devstack.postgres import ensure_task_role
 from schedd_store.engine import asyncpg_dsn
@@ -125,10 +129,13 @@ class ServiceProcess:
         log_dir: Path,
         cwd: Path | None = None,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
+        user: str = "",
     ) -> None:
         self.name = name
         self.argv = list(argv)
         self.env = dict(env)
+        #: run as this user (its uid, primary group and groups) rather than ours; needs root
+        self.user = user
         self.log_dir = Path(log_dir)
         self.cwd = cwd
         self.stop_timeout = stop_timeout
@@ -175,7 +182,7 @@ class ServiceProcess:
             raise ClusterError(f"{self.name} is already running (pid {self.pid})")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        cmd = [*die_with_parent_prefix("TERM"), *self.argv]
+        cmd = [*self._prefix(), *self.argv]
         with self.log_path.open("ab") as log:
             log.write(f"--- start {datetime.now().isoformat(timespec='seconds')}: {' '.join(cmd)}\n".encode())
             log.flush()
@@ -286,6 +293,17 @@ class ServiceProcess:
         tail = self.log_tail().rstrip() or "(empty)"
         return f"{what} ({self.name}, pid {self.pid}, {status}; log {self.log_path}):\n{tail}"
 
+    def _prefix(self) -> list[str]:
+        prefix = die_with_parent_prefix("TERM")
+        if not self.user:
+            return prefix
+        # One setpriv changes the user and then sets the death signal: a change of user clears it.
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise ClusterError(f"cannot start {self.name} as {self.user!r}: setpriv is missing")
+        gid = pwd.getpwnam(self.user).pw_gid
+        return [setpriv, f"--reuid={self.user}", f"--regid={gid}", "--init-groups", *prefix[1:-1], "--"]
+
     def _stop_at_exit(self) -> None:
         self.terminate(min(self.stop_timeout, 5.0))
 
@@ -367,6 +385,7 @@ class Cluster:
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         auth: bool = False,
+        etcd_credentials: EtcdCredentials | None = None,
     ) -> None:
         if schedulers < 0 or workers < 0 or registries < 0:
             raise ValueError("schedulers, workers and registries must not be negative")
@@ -376,6 +395,9 @@ class Cluster:
         #: the URL transactional task code connects with (the task role; set by ``migrate``)
         self.task_database_url = database_url
         self.etcd_endpoints = etcd_endpoints
+        #: the etcd users' passwords (default: ``SCHEDD_DEVSTACK_ETCD_CREDENTIALS``); each service
+        #: connects as its own user, none without them
+        self.etcd_credentials = etcd_credentials or EtcdCredentials.from_env(os.environ)
         self.log_dir = Path(log_dir)
         self.python = python
         self.worker_capacity = worker_capacity
@@ -584,11 +606,13 @@ class Cluster:
         wait: bool = True,
         registry: str | None = None,
         env: Mapping[str, str] | None = None,
+        user: str = "",
     ) -> ServiceProcess:
         """Start one more worker (default id ``worker-N``; an id whose process is dead may be
         reused) and, with ``wait``, return once it is connected. ``registry`` is the address of
         the registry to connect to (default: the first one); ``env`` adds settings for this worker
-        only (``SCHEDD_DRAIN_GRACE``...), winning over every other setting."""
+        only (``SCHEDD_DRAIN_GRACE``...), winning over every other setting; ``user`` runs it as that
+        user (from a root test process; the cluster's ``python`` must be reachable by the user)."""
         self._require_running()
         if not self.registries:
             raise ClusterError("this cluster has no registry for a worker to connect to")
@@ -597,7 +621,7 @@ class Cluster:
         if worker_id is not None and worker_id in self.workers and self.workers[worker_id].alive:
             raise ClusterError(f"worker {worker_id} is already running")
         db_now = self._db_now()
-        proc = self._spawn_worker(worker_id, capacity=capacity, registry=registry, env=env)
+        proc = self._spawn_worker(worker_id, capacity=capacity, registry=registry, env=env, user=user)
         if wait:
             self._wait_worker(proc, db_now, time.monotonic() + self.startup_timeout)
         return proc
@@ -617,14 +641,14 @@ class Cluster:
     # -- schedulers ---------------------------------------------------------------------------------
 
     def add_scheduler(
-        self, *, etcd_endpoints: str | None = None, env: Mapping[str, str] | None = None
+        self, *, etcd_endpoints: str | None = None, env: Mapping[str, str] | None = None, user: str = ""
     ) -> ServiceProcess:
         """Start one more scheduler replica (identity ``scheduler-N-TAG``); it campaigns at once.
         Does not wait: with a leader in place it stays a standby. ``etcd_endpoints`` overrides the
         cluster's (e.g. a proxy that a partition test can cut); ``env`` adds settings for this
-        replica only (``SCHEDD_EXECUTOR``...)."""
+        replica only (``SCHEDD_EXECUTOR``...); ``user`` runs it as that user, as for ``add_worker``."""
         self._require_running()
-        return self._spawn_scheduler(etcd_endpoints, env=env)
+        return self._spawn_scheduler(etcd_endpoints, env=env, user=user)
 
     # -- registries ---------------------------------------------------------------------------------
 
@@ -675,12 +699,10 @@ class Cluster:
         dead = {identity for identity, proc in self.schedulers.items() if not proc.alive}
 
         async def release() -> bool:
-            client = EtcdClient(self.etcd_endpoints)
+            client = EtcdClient(self.etcd_endpoints, auth=self._etcd_root())
             try:
                 for identity in dead:
-                    await client.kv.DeleteRange(
-                        rpc.DeleteRangeRequest(key=MEMBERS_PREFIX + identity.encode()), timeout=client.timeout
-                    )
+                    await client.delete(MEMBERS_PREFIX + identity.encode())
                 kv = await client.get(LEADER_KEY)
                 if kv is None or LeaderInfo.from_kv(kv).identity not in dead:
                     return False
@@ -694,7 +716,7 @@ class Cluster:
         """What etcd's leader key says right now (None when nobody leads)."""
 
         async def get() -> LeaderInfo | None:
-            client = EtcdClient(self.etcd_endpoints)
+            client = EtcdClient(self.etcd_endpoints, auth=self._etcd_root())
             try:
                 kv = await client.get(LEADER_KEY)
                 return LeaderInfo.from_kv(kv) if kv is not None else None
@@ -713,14 +735,19 @@ class Cluster:
         *,
         kind: str = "",
         extra_env: Mapping[str, str] | None = None,
+        user: str = "",
     ) -> ServiceProcess:
+        # Code bundles are cached under the cluster's own directory (XDG_CACHE_HOME), not the user's
+        # home; a process started as another user keeps the default of that user's home.
+        cache = {} if user else {"XDG_CACHE_HOME": str(self.log_dir / "cache")}
         return ServiceProcess(
             name,
             [self.python, "-m", module],
-            env={**self._base_env, **self._kind_env.get(kind, {}), **env, **(extra_env or {})},
+            env={**self._base_env, **cache, **self._kind_env.get(kind, {}), **env, **(extra_env or {})},
             log_dir=self.log_dir,
             cwd=self.cwd,
             stop_timeout=self.stop_timeout,
+            user=user,
         )
 
     def _spawn_api(self, *, new_port: bool = False) -> None:
@@ -732,6 +759,7 @@ class Cluster:
             {
                 "SCHEDD_DATABASE_URL": self.database_url,
                 "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,  # for the leader status
+                **self._etcd_user(access.API_USER),
                 "SCHEDD_API_LISTEN": self.api_address,
                 "SCHEDD_METRICS_LISTEN": self._metrics_address("api"),
             },
@@ -801,6 +829,15 @@ class Cluster:
             proc = self._spawn_extra_registry(env=proc.env, name=proc.name)
         raise ClusterError(f"{proc.name} could not bind a free port in {_BIND_ATTEMPTS} attempts")
 
+    def _etcd_root(self) -> EtcdAuth | None:
+        """etcd's ``root``, for this process's own look at the election (None without credentials:
+        then ``SCHEDD_ETCD_*``, as every client)."""
+        return self.etcd_credentials.auth(access.ROOT_USER) if self.etcd_credentials else None
+
+    def _etcd_user(self, user: str) -> dict[str, str]:
+        """The settings that make a service connect to etcd as ``user`` (none without credentials)."""
+        return self.etcd_credentials.service_env(user) if self.etcd_credentials else {}
+
     def _metrics_address(self, name: str) -> str:
         """A free ``host:port`` for the ``/metrics`` of the service ``name``, recorded in ``metrics``."""
         self.metrics[name] = f"{LOCALHOST}:{free_port()}"
@@ -810,7 +847,7 @@ class Cluster:
         return next(a for a, p in self.registries.items() if p is registry)
 
     def _spawn_scheduler(
-        self, etcd_endpoints: str | None = None, *, env: Mapping[str, str] | None = None
+        self, etcd_endpoints: str | None = None, *, env: Mapping[str, str] | None = None, user: str = ""
     ) -> ServiceProcess:
         self._scheduler_seq += 1
         identity = f"scheduler-{self._scheduler_seq}-{self.tag}"
@@ -821,11 +858,13 @@ class Cluster:
             {
                 "SCHEDD_DATABASE_URL": self.database_url,
                 "SCHEDD_ETCD_ENDPOINTS": etcd_endpoints or self.etcd_endpoints,
+                **self._etcd_user(access.SCHEDULER_USER),
                 "SCHEDD_SCHEDULER_ID": identity,
                 "SCHEDD_METRICS_LISTEN": metrics,
             },
             kind="scheduler",
             extra_env=env,
+            user=user,
         )
         self.schedulers[identity] = proc
         self.scheduler_metrics[identity] = metrics
@@ -840,6 +879,7 @@ class Cluster:
         capacity: int | None = None,
         registry: str | None = None,
         env: Mapping[str, str] | None = None,
+        user: str = "",
     ) -> ServiceProcess:
         if worker_id is None:
             while True:
@@ -856,11 +896,13 @@ class Cluster:
                 "SCHEDD_WORKER_ID": worker_id,
                 "SCHEDD_WORKER_CAPACITY": str(capacity or self.worker_capacity),
                 "SCHEDD_ETCD_ENDPOINTS": self.etcd_endpoints,
+                **self._etcd_user(access.WORKER_USER),
                 "SCHEDD_TASK_DATABASE_URL": self.task_database_url,
                 "SCHEDD_METRICS_LISTEN": self._metrics_address(worker_id),
             },
             kind="worker",
             extra_env=env,
+            user=user,
         )
         self.workers[worker_id] = proc
         self.worker_registries[worker_id] = registry

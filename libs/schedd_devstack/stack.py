@@ -5,7 +5,8 @@ then etcd; leaving it (normally, on an exception or on KeyboardInterrupt) stops
 both. If either fails to start, whatever did start is stopped before the error
 propagates. Without a ``base_dir`` the data lives in a fresh temporary
 directory that is deleted on stop; with one, the data is kept there and reused
-by the next start.
+by the next start. etcd runs with authentication on (``LocalEtcd(auth=True)``): its users'
+passwords are files in ``base_dir/etcd-credentials``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
+from schedd_coord.access import ROOT_USER
 from schedd_devstack.etcd import LocalEtcd
+from schedd_devstack.etcd_access import CREDENTIALS_ENV
 from schedd_devstack.postgres import LocalPostgres
 
 DATABASE_URL_ENV = "SCHEDD_DATABASE_URL"
@@ -43,7 +46,7 @@ class DevStack:
         self._base_dir: Path | None = None
         self._owns_dir = False
         self.postgres = LocalPostgres()
-        self.etcd = LocalEtcd()
+        self.etcd = LocalEtcd(auth=True)
 
     @property
     def base_dir(self) -> Path:
@@ -84,8 +87,15 @@ class DevStack:
                     shutil.rmtree(self._base_dir, ignore_errors=True)
 
     def env(self) -> dict[str, str]:
-        """``SCHEDD_DATABASE_URL`` and ``SCHEDD_ETCD_ENDPOINTS`` for the services to use."""
-        return {DATABASE_URL_ENV: self.postgres.url, ETCD_ENDPOINTS_ENV: self.etcd.endpoint}
+        """``SCHEDD_DATABASE_URL`` and ``SCHEDD_ETCD_ENDPOINTS``; etcd's ``root`` for tools
+        (``SCHEDD_ETCD_USER``, ``SCHEDD_ETCD_PASSWORD_FILE``); and where every etcd user's password
+        is, for a Cluster and the tests (``SCHEDD_DEVSTACK_ETCD_CREDENTIALS``)."""
+        env = {DATABASE_URL_ENV: self.postgres.url, ETCD_ENDPOINTS_ENV: self.etcd.endpoint}
+        credentials = self.etcd.credentials
+        if credentials is not None:
+            env.update(credentials.service_env(ROOT_USER))
+            env[CREDENTIALS_ENV] = str(credentials.directory)
+        return env
 
     def dead(self) -> list[str]:
         """Names of the servers that were started and have exited since (empty while all is well)."""

@@ -95,6 +95,8 @@ class AssignmentBuilder:
         elif task.HasField("python"):
             assignment.python.CopyFrom(task.python)
         assignment.transactional = task.transactional
+        if task.transactional:
+            assignment.commit_secret = c.commit_secret
         assignment.code_bundle = dag.code_bundle  # the run's pinned version imports from this bundle only
         if task.HasField("execution_timeout"):
             assignment.execution_timeout.CopyFrom(task.execution_timeout)

@@ -17,6 +17,10 @@ Guaranteed:
   pools with no task running are closed (their processes retired). A pool with a task running is
   never closed for this; it is retired once idle, if the limit still demands it.
 * A bundle stays on disk while a pool for it lives (the pool pins it in the cache).
+* A new pool starts only on a bundle the cache has just verified against its archive
+  (:meth:`~schedd_exec.bundle_cache.BundleCache.verify`: re-fetched when anything differs), so
+  code planted in the cache runs in no new pool
+  (``tests/security/test_bundle_cache.py::test_code_planted_in_the_cache_is_refetched_by_the_next_pool``).
 
 Not guaranteed: isolation between tasks of one bundle in one process (see
 ``schedd_exec.python_pool``).
@@ -97,6 +101,7 @@ class BundlePools:
                 return warm
             if self._closed:
                 raise RuntimeError("the executor is closing")
+            await self._cache.verify(sha256)  # what a new pool imports is what was uploaded
             pool = self._make_pool(str(self._cache.root / sha256))
             await pool.start()
             self._cache.pin(sha256)

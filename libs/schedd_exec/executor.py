@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +29,7 @@ from schedd_core.mapped_arguments import MAP_INDEX_ENV, MAPPING_ENV
 from schedd_core.templates import RenderError
 from schedd_exec.bundle_cache import BundleCache
 from schedd_exec.bundle_pools import BundlePools
+from schedd_exec.environment import TaskEnvironment
 from schedd_exec.outcome import Outcome
 from schedd_exec.python_pool import PythonPool
 from schedd_exec.reaper import Reaper
@@ -53,14 +55,22 @@ class AttemptExecutor:
         on_done: DoneSink,
         task_database_url: str = "",
         bundles: BundleCache | None = None,
+        environment: TaskEnvironment | None = None,
     ) -> None:
+        """``environment`` is what every task process starts with and as whom it runs (default: the
+        allowed part of this process's environment, as this process's user)."""
         self._kill_grace = kill_grace
+        self._environment = (
+            environment if environment is not None else TaskEnvironment.from_environ(os.environ)
+        )
         self._task_dsn = asyncpg_dsn(task_database_url) if task_database_url else ""
         self._on_output = on_output
         self._on_done = on_done
         self.reaper = Reaper()
         self._pool = (
-            PythonPool(python_workers, kill_grace=kill_grace, reaper=self.reaper)
+            PythonPool(
+                python_workers, kill_grace=kill_grace, reaper=self.reaper, environment=self._environment
+            )
             if python_workers > 0
             else None
         )
@@ -69,7 +79,11 @@ class AttemptExecutor:
             BundlePools(
                 bundles,
                 lambda path: PythonPool(
-                    python_workers, kill_grace=kill_grace, reaper=self.reaper, import_path=path
+                    python_workers,
+                    kill_grace=kill_grace,
+                    reaper=self.reaper,
+                    import_path=path,
+                    environment=self._environment,
                 ),
             )
             if bundles is not None and python_workers > 0
@@ -218,6 +232,7 @@ class AttemptExecutor:
                 kill_grace=self._kill_grace,
                 on_output=sink,
                 reaper=self.reaper,
+                environment=self._environment,
             )
         if action == "python":
             if self._pool is None:
@@ -235,6 +250,7 @@ class AttemptExecutor:
                     "ti_id": assignment.attempt.task_instance_id,
                     "attempt_id": assignment.attempt.attempt_id,
                     "try_number": assignment.attempt.try_number,
+                    "secret": assignment.commit_secret,
                     "started_at": datetime.now(UTC).isoformat(),
                 }
             if assignment.code_bundle:

@@ -24,8 +24,9 @@ output file the parent created for it, so ``print``, ``sys.stderr``, C
 extensions and subprocesses (``os.system``) all land there; the parent reads
 it after each task. Per task the child:
 
-* sets ``os.environ`` to its start-up environment plus the request's ``env``
-  and afterwards restores it exactly (variables the task set or deleted too);
+* sets ``os.environ`` to its start-up environment (the pool's task environment, an allow-list
+  of the worker's: ``schedd_exec.environment``; never the worker's secrets) plus the request's
+  ``env`` and afterwards restores it exactly (variables the task set or deleted too);
 * restores the working directory and ``sys.stdout``/``sys.stderr`` objects;
 * imports the module with :func:`importlib.import_module` (cached in
   ``sys.modules``: a module is imported once per child, so code changed on
@@ -39,6 +40,13 @@ it after each task. Per task the child:
   their variable names); a function taking ``**kwargs`` gets both; an
   ``async def`` function (or a returned awaitable) is run with
   :func:`asyncio.run`.
+
+A transactional request (one with a ``transaction``: the task role's database URL and the
+attempt's commit secret) makes the child non-dumpable as soon as it is read, so the tasks of
+sibling children, which run as the same user, cannot read those from its memory; the child then
+retires after that one task, so no later task of its own finds them either. (Between reading the
+request and that ``prctl`` lie only microseconds of JSON parsing. The task itself can read both:
+they are its own.)
 
 On Linux the child asks the kernel to SIGKILL it when the worker process dies
 (``PR_SET_PDEATHSIG``), so a hung task does not outlive a crashed worker;
@@ -202,8 +210,12 @@ class Child:
     def serve(self) -> None:
         self.send({"ready": os.getpid()})
         while (request := self.receive()) is not None:
+            transactional = request.get("transaction") is not None
+            if transactional:
+                _hide_from_other_tasks()
             reply = self.handle(request)
-            reply["recycle"] = not self._restore() or reply.get("recycle", False)
+            # A transactional attempt's database URL and commit secret leave with this child.
+            reply["recycle"] = not self._restore() or reply.get("recycle", False) or transactional
             self.send(reply)
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -302,6 +314,14 @@ def _exit_reply(code: object) -> dict[str, Any]:
     if isinstance(code, int) and not isinstance(code, bool):
         return _reply(False, code, f"SystemExit({code})")
     return _reply(False, 1, f"SystemExit: {code}")
+
+
+def _hide_from_other_tasks() -> None:
+    """Make this child non-dumpable: the other tasks of its user (its sibling children's) cannot read
+    its memory while it holds a transactional attempt's database URL and commit secret."""
+    from schedd_exec.process_secrets import make_undumpable  # only now: ctypes costs start-up time
+
+    make_undumpable()
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -71,7 +71,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from schedd_exec.environment import inherited_environment
+from schedd_exec.environment import TaskEnvironment
 from schedd_exec.reaper import Reaper
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,9 @@ class PythonPool:
 
     Use ``await pool.start()`` ... ``await pool.close()``, or ``async with``.
     Children run with the working directory the pool was created in (which is
-    on their ``sys.path``) and the worker's environment less schedd's own settings
-    (``schedd_exec.environment``). With ``import_path`` (an unpacked code bundle,
+    on their ``sys.path``), start with ``environment`` (default: the allowed part of this
+    process's environment; ``schedd_exec.environment``), never this process's whole environment,
+    and run as its task user when it has one. With ``import_path`` (an unpacked code bundle,
     ``schedd_exec.bundle_pools``) that directory is first on their ``sys.path``, so every
     child of the pool imports the modules it holds from it.
     """
@@ -206,6 +207,7 @@ class PythonPool:
         recycle_after: int = 1000,
         reaper: Reaper | None = None,
         import_path: str | None = None,
+        environment: TaskEnvironment | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("size must be at least 1")
@@ -219,6 +221,9 @@ class PythonPool:
         self._recycle_after = recycle_after
         self._reaper = reaper
         self._import_path = import_path
+        self._environment = (
+            environment if environment is not None else TaskEnvironment.from_environ(os.environ)
+        )
         self._cwd = os.getcwd()
         self._children: set[_Child] = set()
         self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
@@ -418,6 +423,7 @@ class PythonPool:
         read_fd, write_fd = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
+                *self._environment.command_prefix(death_signal=False),
                 self._python,
                 "-m",
                 "schedd_exec.python_child",
@@ -433,7 +439,7 @@ class PythonPool:
                 stderr=out_fd,
                 pass_fds=(write_fd,),
                 cwd=self._cwd,
-                env=inherited_environment(),
+                env=self._environment.for_attempt({}),
                 start_new_session=True,
             )
         except BaseException:

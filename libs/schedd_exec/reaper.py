@@ -33,6 +33,8 @@ import signal
 import sys
 import time
 
+from schedd_exec.environment import AllowList
+
 log = logging.getLogger(__name__)
 
 _FAR = float("inf")
@@ -54,6 +56,9 @@ class Reaper:
             "schedd_exec.reaper",
             stdin=asyncio.subprocess.PIPE,
             start_new_session=True,
+            # What a program needs to run and nothing more: the reaper is as readable to tasks of the
+            # worker's user as they are to each other, so it holds none of the worker's variables.
+            env={key: value for key, value in os.environ.items() if AllowList().allows(key)},
         )
         self._send(f"deadline {self._deadline}")
         for pgid, at in self._watched.items():

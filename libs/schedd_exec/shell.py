@@ -1,8 +1,9 @@
 """Running a shell command as one attempt.
 
 The command runs under ``/bin/sh -c`` in a session (and so a process group) of its own with
-the attempt's environment on top of the caller's, less schedd's own settings
-(``schedd_exec.environment``). Output (stdout and stderr, merged) is passed
+the attempt's environment on top of the executor's task environment, never the caller's own
+(``schedd_exec.environment``), and as its task user when there is one
+(``schedd_exec.task_user``). Output (stdout and stderr, merged) is passed
 to ``on_output`` as it arrives. The execution timeout, when set, is enforced: SIGTERM to the
 process group, then SIGKILL after ``kill_grace``. Cancelling the coroutine stops the command
 the same way. When the shell exits, whatever it left running in its group is killed: what a
@@ -21,8 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from schedd_exec.deathsig import death_signal_prefix
-from schedd_exec.environment import inherited_environment
+from schedd_exec.environment import TaskEnvironment
 from schedd_exec.outcome import Outcome
 from schedd_exec.reaper import Reaper
 
@@ -38,14 +38,17 @@ async def run_shell(
     kill_grace: float,
     on_output: Callable[[bytes], None] | None = None,
     reaper: Reaper | None = None,
+    environment: TaskEnvironment | None = None,
 ) -> Outcome:
+    """Run ``command``; ``environment`` defaults to the allowed part of this process's environment."""
+    base = environment if environment is not None else TaskEnvironment.from_environ(os.environ)
     started = datetime.now(UTC)
     proc = await asyncio.create_subprocess_exec(
-        *death_signal_prefix(),
+        *base.command_prefix(death_signal=True),
         "/bin/sh",
         "-c",
         command,
-        env={**inherited_environment(), **env},
+        env=base.for_attempt(env),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

@@ -8,8 +8,9 @@ from schedd_rpc import convert
 
 
 def rendered_command(assignment: worker_pb2.Assignment) -> str:
-    """The assignment's shell command, rendered with its run's context when it is a template;
-    raises ``schedd_core.templates.RenderError`` naming what could not be rendered."""
+    """The assignment's shell command, rendered with its run's context when it is a template (every
+    value quoted for where it lands); raises ``schedd_core.templates.RenderError`` naming what could
+    not be rendered or placed."""
     command = assignment.shell.command
     if not is_template(command):
         return command

@@ -3,9 +3,13 @@
 The task gets an open asyncpg ``connection`` inside a transaction on the metadata database,
 connected as the worker's *task role* (a member of ``schedd_tasks``, with no right on schedd's own
 tables; the user grants it what the task needs on their schemas). When it returns, the same
-transaction calls ``schedd_commit_attempt``, which marks the attempt succeeded only while that
-exact attempt (task instance, try number, attempt id) is running, and writes its success callback
-event to the outbox. If the attempt was superseded meanwhile (failed over, cleared, cancelled),
+transaction calls ``schedd_commit_attempt`` with the attempt's *commit secret* (made by the claim,
+carried by this attempt's assignment and handed to this process alone; the database keeps only its
+SHA-256), which marks the attempt succeeded only while that exact attempt (task instance, try
+number, attempt id) is running, and writes its success callback event to the outbox. Without the
+secret no task can commit another task's attempt (the function refuses with
+``insufficient_privilege``); the secret is no proof against code running in this very process,
+which is the attempt's own. If the attempt was superseded meanwhile (failed over, cleared, cancelled),
 nothing matches and everything the task wrote is rolled back, so from the scheduler's view the
 task takes effect exactly once. If the task raises, everything is rolled back too and the attempt
 fails (and retries) as usual. Runs in the warm Python child; imported only when such a task runs.
@@ -46,6 +50,7 @@ async def run_in_transaction(
                 int(transaction["ti_id"]),
                 transaction["attempt_id"],
                 int(transaction["try_number"]),
+                str(transaction["secret"]),
                 started,
                 encoded,
             )

@@ -10,7 +10,12 @@ For each call of a schedd service (health checking and reflection are public):
 3. the handler runs with the principal bound (``schedd_auth.principal.current``);
 4. a call of an audited method (every one that changes something) and every refused call is
    written to the audit log with who, what, the resource and request id named in the request, the
-   status code it ended with and the peer.
+   status code it ended with and the peer. Refusals before the caller is known (UNAUTHENTICATED)
+   are written once per peer, method and code in a window and counted after that
+   (``schedd_rpc.refused_calls``); those of a known token, one row each.
+
+With ``stream_limits``, the streams it names take a slot each after step 2 and are refused with
+RESOURCE_EXHAUSTED over a cap (``schedd_rpc.stream_limits``); the refusal is audited like any other.
 
 A refused call never reaches its handler, so it changes nothing. With authentication disabled
 (``SCHEDD_AUTH=none``, development only) every call is admitted as ``anonymous`` and audited the
@@ -35,6 +40,8 @@ from schedd_auth import principal as principals
 from schedd_auth import roles
 from schedd_auth.principal import ANONYMOUS, Principal
 from schedd_auth.tokens import parse
+from schedd_rpc.refused_calls import DEFAULT_WINDOW_SECONDS, RefusedCalls
+from schedd_rpc.stream_limits import OverCap, StreamLimits
 from schedd_store import audit, tokens
 from schedd_store.engine import is_transient
 
@@ -53,11 +60,22 @@ class Refused(Exception):
 
 class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """See the module docstring. ``services`` are those the server serves (to read request ids and
-    resource names for the audit log)."""
+    resource names for the audit log); ``refusal_window`` is the window, in seconds, of counted
+    refusals. Call :meth:`close` at shutdown to write the counts still held."""
 
-    def __init__(self, engine: AsyncEngine, services: Iterable[ServiceDescriptor], *, enabled: bool) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        services: Iterable[ServiceDescriptor],
+        *,
+        enabled: bool,
+        refusal_window: float = DEFAULT_WINDOW_SECONDS,
+        stream_limits: StreamLimits | None = None,
+    ) -> None:
         self._engine = engine
         self._enabled = enabled
+        self._refused = RefusedCalls(self._write, window_seconds=refusal_window)
+        self._stream_limits = stream_limits
         self._inputs: dict[str, type[Message]] = {
             f"/{s.full_name}/{m.name}": GetMessageClass(m.input_type) for s in services for m in s.methods
         }
@@ -75,6 +93,12 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, header, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._client_stream(method, header, handler.stream_unary),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -108,13 +132,34 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
         return handle
 
+    def _client_stream(self, method: str, header: str | None, inner: Any) -> Any:
+        """Admitted before the first message is read; audited like a unary call (with no resource)."""
+
+        async def handle(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+            who = await self._admit(method, header, context, b"")
+            bound = principals.bind(who)
+            code = "OK"
+            try:
+                return await inner(requests, context)
+            except BaseException:
+                code = _code_name(context)
+                raise
+            finally:
+                principals.unbind(bound)
+                if roles.METHODS[method].audited:
+                    await self._audit(who, method, b"", code, "", context)
+
+        return handle
+
     def _server_stream(self, method: str, header: str | None, inner: Any) -> Any:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             who = await self._admit(method, header, context, raw)
+            slot = await self._stream_slot(method, who, raw, context)
             bound = principals.bind(who)
             try:
-                async for response in inner(raw, context):
-                    yield response
+                with slot:
+                    async for response in inner(raw, context):
+                        yield response
             finally:
                 _unbind(bound)
 
@@ -157,6 +202,25 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             await context.abort(refusal.code, refusal.message)
             raise AssertionError("unreachable") from None
 
+    async def _stream_slot(
+        self, method: str, who: Principal, raw: bytes, context: grpc.aio.ServicerContext
+    ) -> contextlib.AbstractContextManager[object]:
+        """The stream's slot under the caps (none to take for other methods); otherwise the call
+        is audited and aborted with RESOURCE_EXHAUSTED."""
+        if self._stream_limits is None or method not in self._stream_limits.methods:
+            return contextlib.nullcontext()
+        try:
+            return self._stream_limits.take(who.name)
+        except OverCap as over:
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED
+            await self._audit(who, method, raw, code.name, str(over), context)
+            await context.abort(code, str(over))
+            raise AssertionError("unreachable") from None
+
+    async def close(self) -> None:
+        """Write the counts of refused calls still held (see ``schedd_rpc.refused_calls``)."""
+        await self._refused.close()
+
     async def _authenticate(self, header: str | None) -> Principal:
         if not self._enabled:
             return ANONYMOUS
@@ -184,7 +248,8 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             ) from None
         if found.record is None:
             raise Refused(grpc.StatusCode.UNAUTHENTICATED, found.refusal)
-        return Principal(found.record.name, found.record.role, found.record.worker_id)
+        record = found.record
+        return Principal(record.name, record.role, record.worker_id, record.queues, record.token_id)
 
     async def _audit(
         self,
@@ -207,11 +272,17 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             peer=context.peer() or "",
         )
         try:
-            await audit.record(self._engine, entry)
+            if who is None:
+                await self._refused.refused(entry)
+            else:
+                await self._write(entry)
         except Exception as exc:
             log.error(
                 "cannot write the audit record of %s by %s (%s): %s", method, entry.principal, code, exc
             )
+
+    async def _write(self, entry: audit.AuditRecord) -> None:
+        await audit.record(self._engine, entry)
 
     def _described(self, method: str, raw: bytes) -> tuple[str, str]:
         """The resource named in the request and its request id ('' where there are none)."""

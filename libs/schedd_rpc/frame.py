@@ -8,7 +8,8 @@ domain errors are mapped to status codes by the one table in ``schedd_rpc.errors
 deadline passes, gRPC cancels the handler: the database and etcd calls it awaits are cancelled
 and its transaction rolls back (``tests/e2e/test_api_conventions.py``). Servicer
 methods therefore only translate messages: ``method(request, context)`` for unary methods,
-``method(request_iterator, context)`` yielding responses for bidirectional streams.
+``method(request_iterator, context)`` returning one response for client streams, and yielding
+responses for bidirectional streams.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def _handler(method: MethodDescriptor, behavior: Callable[..., Any]) -> grpc.Rpc
             request_deserializer=_raw,
             response_serializer=serialize,
         )
+    if method.client_streaming:
+        return grpc.stream_unary_rpc_method_handler(
+            _client_stream(method.name, request_class, behavior),
+            request_deserializer=_raw,
+            response_serializer=serialize,
+        )
     if method.server_streaming:
         return grpc.unary_stream_rpc_method_handler(
             _server_stream(method.name, request_class, behavior),
@@ -89,6 +96,25 @@ def _server_stream(
                 yield response
         except Exception as exc:
             await abort_for(context, exc, name)
+
+    return handle
+
+
+def _client_stream(
+    name: str,
+    request_class: type[Message],
+    behavior: Callable[[AsyncIterator[Message], Any], Awaitable[Message]],
+) -> Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], Awaitable[Message]]:
+    async def handle(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> Message:
+        async def decoded() -> AsyncIterator[Message]:
+            async for raw in requests:
+                yield decode(request_class, raw, "message")
+
+        try:
+            return await behavior(decoded(), context)
+        except Exception as exc:
+            await abort_for(context, exc, name)
+            raise AssertionError("unreachable") from exc
 
     return handle
 

@@ -18,8 +18,12 @@ from schedd_rpc.tls import ServerTLS
 
 log = logging.getLogger(__name__)
 
-#: Largest request a server accepts. Larger requests fail with RESOURCE_EXHAUSTED.
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+#: Largest message a server receives by default (``SCHEDD_MAX_MESSAGE_BYTES``). gRPC refuses a
+#: larger one with RESOURCE_EXHAUSTED before any interceptor or handler runs, so before the token is
+#: looked up (``tests/security/test_message_size.py``). Large payloads (code bundles) are streamed.
+MAX_RECEIVE_BYTES = 4 * 1024 * 1024
+#: Largest message a server sends (an assignment with its inputs, a page of a listing).
+MAX_SEND_BYTES = 8 * 1024 * 1024
 
 
 def make_server(
@@ -29,19 +33,20 @@ def make_server(
     *,
     tls: ServerTLS | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    max_receive_bytes: int = MAX_RECEIVE_BYTES,
 ) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
     """A server on ``address`` with the services ``register`` adds, plus health and reflection,
     serving TLS when ``tls`` is given and plaintext otherwise, every call passing ``interceptors``.
 
-    Requests and responses are at most ``max_message_bytes``.
+    Each message received is at most ``max_receive_bytes`` (whatever the method, before
+    authentication); each sent, at most :data:`MAX_SEND_BYTES`.
     Returns the server (not started) and its health servicer; every named service starts SERVING.
     """
     server = grpc.aio.server(
         interceptors=list(interceptors),
         options=[
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_receive_bytes),
+            ("grpc.max_send_message_length", MAX_SEND_BYTES),
             ("grpc.so_reuseport", 0),
         ],
     )
@@ -71,6 +76,19 @@ def auth_enabled(env: dict[str, str] | None = None) -> bool:
     if value not in ("tokens", "none"):
         raise InvalidArgument("SCHEDD_AUTH", f"must be 'tokens' or 'none', not {value!r}")
     return value == "tokens"
+
+
+def max_receive_bytes(env: dict[str, str] | None = None) -> int:
+    """``SCHEDD_MAX_MESSAGE_BYTES``: the largest message a server receives (default
+    :data:`MAX_RECEIVE_BYTES`; at least 64 KiB, at most 64 MiB)."""
+    raw = (env if env is not None else dict(os.environ)).get("SCHEDD_MAX_MESSAGE_BYTES", "").strip()
+    if not raw:
+        return MAX_RECEIVE_BYTES
+    if not raw.isdigit() or not 64 * 1024 <= int(raw) <= 64 * 1024 * 1024:
+        raise InvalidArgument(
+            "SCHEDD_MAX_MESSAGE_BYTES", f"must be bytes between 65536 and 67108864, not {raw!r}"
+        )
+    return int(raw)
 
 
 def warn_auth_disabled(service: str) -> None:

@@ -16,7 +16,9 @@ Each returns the sensor task it adds to the DAG being defined, and takes the sen
   public api (``RunService.ListRuns`` and ``GetRun``): the address is given as ``api=`` (default:
   ``SCHEDD_API`` where the DAG is defined) and reaches the task as ``SCHEDD_API`` in its ``env``;
   the token is ``SCHEDCTL_TOKEN`` from the worker's environment (never in the spec: give the
-  workers a viewer token). Plaintext gRPC only; an api that requires TLS is not reachable from it.
+  workers a viewer token), which reaches tasks only when the worker allows it by name
+  (``SCHEDD_TASK_ENV_ALLOW=SCHEDCTL_TOKEN``, ``schedd_exec.environment``). Plaintext gRPC only;
+  an api that requires TLS is not reachable from it.
 """
 
 from __future__ import annotations

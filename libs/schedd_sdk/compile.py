@@ -71,6 +71,7 @@ def compile_dag(dag: DAG) -> pb.DagSpec:
         schedule=dag.schedule,
         timezone="" if dag.timezone.upper() == "UTC" else dag.timezone,
         catchup=dag.catchup,
+        allow_undeclared_conf=dag.allow_undeclared_conf,
         max_active_runs=dag.max_active_runs,
         max_active_tasks=dag.max_active_tasks,
         tags=list(dag.tags),

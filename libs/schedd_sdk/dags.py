@@ -62,7 +62,8 @@ class DAG:
     means manual runs only. A scheduled DAG needs a ``start_date`` (a naive one is read in the
     DAG's ``timezone``); no interval starts after ``end_date``. ``catchup`` makes every missed
     interval run, not only the latest. ``dagrun_timeout`` is a timedelta or seconds. A task's
-    ``params`` are the DAG's ``params``, then the task's on top, then the run's conf on top.
+    ``params`` are the DAG's ``params``, then the task's on top, then the run's conf on top. A run's
+    conf may set only the params the DAG or its tasks declare unless ``allow_undeclared_conf``.
     """
 
     def __init__(
@@ -83,6 +84,7 @@ class DAG:
         on_failure: Callbacks | None = None,
         on_success: Callbacks | None = None,
         default_args: Mapping[str, Any] | None = None,
+        allow_undeclared_conf: bool = False,
     ) -> None:
         where = f"DAG {dag_id!r}"
         if not isinstance(dag_id, str):
@@ -98,6 +100,7 @@ class DAG:
                 "schedule": None if isinstance(schedule, timedelta) else schedule,
                 "timezone": timezone,
                 "catchup": catchup,
+                "allow_undeclared_conf": allow_undeclared_conf,
                 "max_active_runs": max_active_runs,
                 "max_active_tasks": max_active_tasks,
                 "dagrun_timeout": dagrun_timeout,
@@ -113,6 +116,7 @@ class DAG:
         self.schedule_interval: timedelta | None = schedule if isinstance(schedule, timedelta) else None
         self.timezone = check.string("timezone") or "UTC"
         self.catchup = bool(check.boolean("catchup"))
+        self.allow_undeclared_conf = bool(check.boolean("allow_undeclared_conf"))
         self.max_active_runs = check.integer("max_active_runs") or 0
         self.max_active_tasks = check.integer("max_active_tasks") or 0
         self.dagrun_timeout: timedelta | None = check.duration("dagrun_timeout")
@@ -287,6 +291,7 @@ def dag(
     on_failure: Callbacks | None = None,
     on_success: Callbacks | None = None,
     default_args: Mapping[str, Any] | None = None,
+    allow_undeclared_conf: bool = False,
 ) -> Callable[[Callable[..., object]], DagFunction]: ...
 
 
@@ -309,6 +314,7 @@ def dag(
     on_failure: Callbacks | None = None,
     on_success: Callbacks | None = None,
     default_args: Mapping[str, Any] | None = None,
+    allow_undeclared_conf: bool = False,
 ) -> DagFunction | Callable[[Callable[..., object]], DagFunction]:
     """Make a function a DAG factory: its body declares the tasks; calling it builds the DAG.
 
@@ -329,6 +335,7 @@ def dag(
         "on_failure": on_failure,
         "on_success": on_success,
         "default_args": default_args,
+        "allow_undeclared_conf": allow_undeclared_conf,
     }
 
     def decorate(fn: Callable[..., object]) -> DagFunction:

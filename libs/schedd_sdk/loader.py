@@ -77,7 +77,7 @@ def load_dags(path: str | os.PathLike[str], import_root: Path | None = None) -> 
     """Import the Python file ``path`` and return the specs of the DAGs it defines, validated.
 
     ``import_root`` is the root of the code bundle the file belongs to
-    (``schedd_core.bundle_archive.import_root``): workers put the bundle there, so module names
+    (``schedd_exec.bundle_pack.import_root``): workers put the bundle there, so module names
     are derived from it first, and it counts as a directory workers have on their path.
     """
     with _LOCK:

@@ -1,4 +1,5 @@
-"""The audit log: one insert-only row per audited or refused call."""
+"""The audit log: insert-only rows, one per audited call or refused call, or one standing for
+``count`` refused calls of one kind (``schedd_rpc.refused_calls``)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class AuditRecord:
     request_id: str = ""
     detail: str = ""
     peer: str = ""
+    #: How many calls the row stands for: 1, or more for a window of repeated refusals.
+    count: int = 1
     id: int = 0
     at: datetime | None = None
 
@@ -38,9 +41,9 @@ async def record(engine: AsyncEngine, entry: AuditRecord) -> None:
         "detail": entry.detail,
         "peer": entry.peer,
     }
-    params = {k: v.replace("\x00", "")[:MAX_FIELD_CHARS] for k, v in params.items()}
+    texts = {k: v.replace("\x00", "")[:MAX_FIELD_CHARS] for k, v in params.items()}
     async with engine.begin() as conn:
-        await conn.execute(sql.INSERT_AUDIT_RECORD, params)
+        await conn.execute(sql.INSERT_AUDIT_RECORD, {**texts, "count": max(1, entry.count)})
 
 
 async def list_records(
@@ -75,6 +78,7 @@ async def list_records(
             code=r.code,
             detail=r.detail,
             peer=r.peer,
+            count=r._mapping["count"],  # not r.count: a row is a tuple, and that is its method
         )
         for r in rows
     ]

@@ -12,7 +12,13 @@ from collections.abc import AsyncIterator
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_core.bundle_archive import archive_sha256, check_archive, check_sha256
+from schedd_core.bundle_archive import (
+    DEFAULT_LIMITS,
+    ArchiveLimits,
+    archive_sha256,
+    check_archive,
+    check_sha256,
+)
 from schedd_core.errors import InvalidArgument, NotFound
 from schedd_store import statements as sql
 
@@ -20,12 +26,14 @@ from schedd_store import statements as sql
 PIECE_BYTES = 1024 * 1024
 
 
-async def put_bundle(engine: AsyncEngine, sha256: str, archive: bytes) -> bool:
+async def put_bundle(
+    engine: AsyncEngine, sha256: str, archive: bytes, limits: ArchiveLimits = DEFAULT_LIMITS
+) -> bool:
     """Store ``archive`` as bundle ``sha256``; returns whether it was new. InvalidArgument (field
     ``sha256`` or ``archive``) when the hash is malformed, does not match, or the archive is not a
-    bundle archive; nothing is stored then."""
+    bundle archive within ``limits``; nothing is stored then."""
     check_sha256(sha256, "sha256")
-    check_archive(archive, "archive")
+    check_archive(archive, "archive", limits)
     actual = archive_sha256(archive)
     if actual != sha256:
         raise InvalidArgument("sha256", f"is {sha256}, but the archive's SHA-256 is {actual}")

@@ -1,4 +1,11 @@
-"""Names of the PostgreSQL NOTIFY channels and the format of their payloads."""
+"""Names of the PostgreSQL NOTIFY channels and the format of their payloads.
+
+Every notification is a hint, never an order: any role that can connect to the database may send
+one on any channel (``pg_notify`` has no privilege of its own) and may LISTEN on any channel. So a
+payload names nothing secret (no attempt id), every reader re-reads the database before it acts, a
+forged payload costs at most a harmless re-read, and a malformed one is ignored (``decode_*`` raise
+ValueError for anything but the documented form).
+"""
 
 from __future__ import annotations
 
@@ -12,11 +19,14 @@ RUNS = "schedd_runs"
 QUEUED = "schedd_queued"
 #: Attempts were marked lost; the leader should fail them over now. Payload: empty.
 LOST = "schedd_lost"
-#: A drain was requested for a worker. Payload: the worker id.
+#: A drain may have been requested for a worker. Payload: the worker id. The registry the worker is
+#: connected to reads ``workers.drain_requested`` and tells the worker only if it is set.
 WORKERS = "schedd_workers"
 #: Events were written to the outbox. Payload: empty.
 OUTBOX = "schedd_outbox"
-#: Attempts a user stopped (cancel, clear, mark). Payload: lines of ``worker_id ti_id attempt_id``.
+#: A user stopped running attempts (cancel, clear, mark). Payload: comma-separated task instance ids
+#: (``encode_ids``). Each registry reads which attempts of those task instances, held by workers
+#: connected to it, are no longer current, and tells those workers to stop them.
 CANCEL = "schedd_cancel"
 
 #: A DAG's schedule must be looked at now (registered, its schedule changed, unpaused). Payload: the DAG id.
@@ -26,6 +36,8 @@ BACKFILLS = "schedd_backfills"
 
 #: PostgreSQL refuses payloads of 8000 bytes or more.
 MAX_PAYLOAD = 7900
+#: Ids in payloads are PostgreSQL bigints: anything out of their range is malformed.
+BIGINT_RANGE = range(-(2**63), 2**63)
 
 
 def encode_ids(ids: Iterable[int]) -> list[str]:
@@ -46,7 +58,15 @@ def encode_ids(ids: Iterable[int]) -> list[str]:
 
 
 def decode_ids(payload: str) -> list[int]:
-    return [int(p) for p in payload.split(",") if p]
+    """The ids of a comma-separated payload. Raises ValueError for anything but bigints."""
+    return [_id(p) for p in payload.split(",") if p]
+
+
+def _id(text: str) -> int:
+    digits = text.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19) or int(text) not in BIGINT_RANGE:
+        raise ValueError(f"not an id: {text[:40]!r}")
+    return int(text)
 
 
 def decode_changes(payload: str) -> list[tuple[int, int | None]]:
@@ -57,5 +77,5 @@ def decode_changes(payload: str) -> list[tuple[int, int | None]]:
         if not item:
             continue
         run, sep, ti = item.partition("/")
-        items.append((int(run), int(ti) if sep else None))
+        items.append((_id(run), _id(ti) if sep else None))
     return items

@@ -3,8 +3,9 @@
 These are user intents, written with the same guarded transitions as everything
 else; they are not fenced (the api is not the leader), and the leader re-plans
 the affected runs when notified. A running attempt they stop is failed at once
-and its worker is told to stop it (NOTIFY to the registries); its late result is
-rejected as stale.
+and its worker is told to stop it (NOTIFY to the registries, naming the task
+instances only: each registry reads which attempts its workers must stop, see
+:func:`stale_attempts`); its late result is rejected as stale.
 
 Nothing here is check-then-write: each change locks the run and its task instances
 (``FOR UPDATE``) before it reads their states. A registry's claim skips locked rows
@@ -103,9 +104,33 @@ async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: str, error
     _expect("stopping running attempts", len(ids), rows)
     if any(r.events for r in rows):
         await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
-    lines = [f"{r.worker_id} {r.id} {r.attempt_id}" for r in rows if r.worker_id]
-    if lines:
-        await conn.execute(sql.NOTIFY, {"channel": channels.CANCEL, "payload": "\n".join(lines)})
+    # The task instance ids only: any role may LISTEN, and the registries read what to stop.
+    for payload in channels.encode_ids(r.id for r in rows if r.worker_id):
+        await conn.execute(sql.NOTIFY, {"channel": channels.CANCEL, "payload": payload})
+
+
+@dataclass(frozen=True)
+class StaleAttempt:
+    worker_id: str
+    ti_id: int
+    try_number: int
+    attempt_id: str
+
+
+async def stale_attempts(
+    engine: AsyncEngine, ti_ids: Sequence[int], worker_ids: Sequence[str]
+) -> list[StaleAttempt]:
+    """The attempts of ``ti_ids`` held by ``worker_ids`` that are no longer current (stopped by a user
+    or superseded; older ones a worker no longer runs may be among them): what a registry tells its
+    workers to stop when a cancel notification names those task instances. Never a current attempt,
+    whatever the notification said."""
+    if not ti_ids or not worker_ids:
+        return []
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            sql.STALE_ATTEMPTS_OF_WORKERS, {"ti_ids": list(ti_ids), "worker_ids": list(worker_ids)}
+        )
+        return [StaleAttempt(r.worker_id, r.ti_id, r.try_number, str(r.attempt_id)) for r in rows]
 
 
 async def cancel_run(

@@ -2,28 +2,38 @@
 
 Claims use ``FOR UPDATE SKIP LOCKED``, so any number of registries can claim
 side by side and no attempt is handed out twice. Every report is conditional on
-the attempt id it names: a report of a superseded attempt changes nothing and
-comes back as stale; a repeated report of an applied result comes back as a
-duplicate. Attempts found lost (abandoned by their worker, or missing from a
-reconnecting worker's list) are only *marked* here; the leading scheduler fails
-them over, fenced, on the ``schedd_lost`` notification.
+the attempt id it names and on the worker that reports it (the worker id of the
+registry's session, never one the message names) holding that attempt, in the
+SQL statement that applies it: a report of a superseded attempt changes nothing
+and comes back as stale; one about another worker's attempt changes nothing and
+comes back as not held; a repeated report of an applied result comes back as a
+duplicate. A second stream for a worker id whose stream is live is refused
+(:class:`WorkerConnected`) before anything is written. Attempts found lost
+(abandoned by their worker, or missing from a reconnecting worker's list) are
+only *marked* here; the leading scheduler fails them over, fenced, on the
+``schedd_lost`` notification.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from schedd_core.errors import FailedPrecondition, quote
+from schedd_core.states import WorkerState
 from schedd_store import channels
 from schedd_store import statements as sql
-from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome, recorded_state
+from schedd_store.report_status import ReportStatus as ReportStatus
+from schedd_store.report_status import recorded_outcomes, report_status
+from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
 
-#: Captured output kept per attempt; later chunks are dropped.
+#: Captured output kept per attempt, counted by the store (``task_attempts.log_bytes``); chunks that
+#: would pass it are dropped.
 MAX_LOG_BYTES_PER_ATTEMPT = 4 * 1024 * 1024
 
 
@@ -55,6 +65,9 @@ class ClaimedAttempt:
     first_poke_at: datetime | None = None
     #: Which instance of a mapped task this is; -1 for a task that is not mapped.
     map_index: int = -1
+    #: The attempt's commit secret (only its SHA-256 is stored): a transactional task proves with it
+    #: that it commits its own attempt. Handed to that attempt's process alone, never logged.
+    commit_secret: str = field(default="", repr=False)
 
 
 class Outcome(enum.Enum):
@@ -67,8 +80,9 @@ class Outcome(enum.Enum):
 @dataclass(frozen=True)
 class AttemptResult:
     """A worker's report of how an attempt ended; applied only to that whole attempt (task instance,
-    try number and attempt id)."""
+    try number and attempt id), and only if ``worker_id`` (the reporting stream's worker) holds it."""
 
+    worker_id: str
     ti_id: int
     attempt_id: str
     try_number: int
@@ -98,16 +112,16 @@ class AttemptRef:
 
 @dataclass(frozen=True)
 class LogChunk:
+    #: The worker whose stream sent the chunk: it is stored only if that worker holds the attempt.
+    worker_id: str
     ti_id: int
     attempt_id: str
     offset: int
     data: str
 
 
-class ReportStatus(enum.Enum):
-    APPLIED = "applied"
-    DUPLICATE = "duplicate"  # the same result was applied before
-    STALE = "stale"  # the attempt is not current
+class WorkerConnected(FailedPrecondition):
+    """A worker id whose stream is live said hello again (with another incarnation)."""
 
 
 async def claim(
@@ -152,6 +166,7 @@ async def claim_in(
             trace_context=r.trace_context or "",
             first_poke_at=r.first_poke_at,
             map_index=r.map_index,
+            commit_secret=r.commit_secret,
         )
         for r in rows
     ]
@@ -194,6 +209,7 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
         "ended": [r.ended_at for r in finished],
         "results": [r.result_json or None for r in finished],
         "no_retries": [r.no_retry and not r.succeeded for r in finished],
+        "worker_ids": [r.worker_id for r in finished],
     }
     applied: dict[str, int] = {}
     lost: set[int] = set()
@@ -208,30 +224,21 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
             applied |= await apply_sensor_outcomes(conn, sensed)
         if abandoned:
             lost = set(
-                await _mark_lost(conn, [AttemptRef(r.ti_id, r.attempt_id, r.try_number) for r in abandoned])
-            )
-        rest = [r for r in (*finished, *sensed) if r.attempt_id not in applied]
-        recorded: dict[str, str] = {}
-        if rest:
-            rows = (
-                await conn.execute(
-                    sql.ATTEMPT_OUTCOMES,
-                    {"ids": [r.attempt_id for r in rest], "try_numbers": [r.try_number for r in rest]},
+                await _mark_lost(
+                    conn,
+                    [AttemptRef(r.ti_id, r.attempt_id, r.try_number) for r in abandoned],
+                    [r.worker_id for r in abandoned],
                 )
-            ).all()
-            recorded = {str(row.attempt_id): row.state for row in rows}
-    statuses = []
-    for r in results:
-        if r.attempt_id in applied or (r.abandoned and r.ti_id in lost):
-            statuses.append(ReportStatus.APPLIED)
-        elif not r.abandoned and recorded.get(r.attempt_id) == recorded_state(r):
-            statuses.append(ReportStatus.DUPLICATE)
-        else:
-            statuses.append(ReportStatus.STALE)
-    return statuses
+            )
+        rest = [r for r in results if r.attempt_id not in applied and not (r.abandoned and r.ti_id in lost)]
+        recorded = await recorded_outcomes(conn, rest)
+    return [report_status(r, applied, lost, recorded) for r in results]
 
 
-async def _mark_lost(conn: AsyncConnection, attempts: Sequence[AttemptRef]) -> list[int]:
+async def _mark_lost(
+    conn: AsyncConnection, attempts: Sequence[AttemptRef], worker_ids: Sequence[str]
+) -> list[int]:
+    """Mark lost those of ``attempts`` that are running on the worker named beside each."""
     rows = (
         await conn.execute(
             sql.MARK_ATTEMPTS_LOST,
@@ -239,6 +246,7 @@ async def _mark_lost(conn: AsyncConnection, attempts: Sequence[AttemptRef]) -> l
                 "ti_ids": [a.ti_id for a in attempts],
                 "attempt_ids": [a.attempt_id for a in attempts],
                 "try_numbers": [a.try_number for a in attempts],
+                "worker_ids": list(worker_ids),
             },
         )
     ).all()
@@ -255,7 +263,7 @@ async def record_worker_heartbeat(
     on that worker, for it to stop. The heartbeat is stored when this returns."""
     async with engine.begin() as conn:
         if lost:
-            await _mark_lost(conn, lost)
+            await _mark_lost(conn, lost, [worker_id] * len(lost))
         rows = (
             await conn.execute(
                 sql.RECORD_WORKER_HEARTBEAT,
@@ -271,7 +279,8 @@ async def record_worker_heartbeat(
 
 
 async def append_logs(engine: AsyncEngine, chunks: Sequence[LogChunk]) -> None:
-    """Store captured output; chunks past the per-attempt limit are dropped."""
+    """Store captured output; chunks of attempts their sender does not hold, and chunks past the
+    per-attempt limit, are dropped."""
     if not chunks:
         return
     async with engine.begin() as conn:
@@ -280,6 +289,7 @@ async def append_logs(engine: AsyncEngine, chunks: Sequence[LogChunk]) -> None:
             {
                 "ti_ids": [c.ti_id for c in chunks],
                 "attempt_ids": [c.attempt_id for c in chunks],
+                "worker_ids": [c.worker_id for c in chunks],
                 "offsets": [c.offset for c in chunks],
                 "data": [c.data for c in chunks],
                 "max_bytes": MAX_LOG_BYTES_PER_ATTEMPT,
@@ -300,10 +310,15 @@ async def register_worker(
     running: Sequence[AttemptRef],
     fence_window: float,
     silence_limit: float,
+    replace_live: bool = False,
 ) -> bool:
     """Record a connecting worker, with the windows its registry granted it (how long it may run
     attempts unheard without and with an etcd lease), and mark every attempt assigned to it that it
-    does not report running as lost. Returns whether a drain was requested for it."""
+    does not report running as lost. Returns whether a drain was requested for it.
+
+    Raises :class:`WorkerConnected`, having changed nothing, while the worker id has a live stream
+    of another incarnation (see ``UPSERT_WORKER``), unless ``replace_live`` (for a caller that is
+    no stream: a scheduler's local executor)."""
     async with engine.begin() as conn:
         drain = (
             await conn.execute(
@@ -318,9 +333,22 @@ async def register_worker(
                     "incarnation": incarnation,
                     "fence_window": fence_window,
                     "silence_limit": silence_limit,
+                    "replace_live": replace_live,
+                    "live_states": [WorkerState.ACTIVE.value, WorkerState.DRAINING.value],
                 },
             )
-        ).scalar_one()
+        ).first()
+        if drain is None:
+            live = (await conn.execute(sql.LIVE_WORKER, {"worker_id": worker_id})).first()
+            where = (
+                f" on registry {quote(live.registry)}, heard {float(live.silent_for):.1f}s ago"
+                if live
+                else ""
+            )
+            raise WorkerConnected(
+                f"worker {quote(worker_id)} is connected{where}; a second stream for it is refused "
+                "until that one ends or falls silent"
+            )
         rows = (
             await conn.execute(
                 sql.MARK_UNREPORTED_ATTEMPTS_LOST,
@@ -329,7 +357,7 @@ async def register_worker(
         ).all()
         if rows:
             await conn.execute(sql.NOTIFY, {"channel": channels.LOST, "payload": ""})
-    return bool(drain)
+    return bool(drain.drain_requested)
 
 
 async def mark_worker_draining(engine: AsyncEngine, worker_id: str) -> None:
@@ -342,9 +370,12 @@ async def drain_requested(engine: AsyncEngine, worker_id: str) -> bool:
         return bool((await conn.execute(sql.DRAIN_REQUESTED, {"worker_id": worker_id})).scalar())
 
 
-async def mark_worker_gone(engine: AsyncEngine, *, worker_id: str, registry: str) -> None:
+async def mark_worker_gone(engine: AsyncEngine, *, worker_id: str, registry: str, incarnation: str) -> None:
+    """The stream of this incarnation on this registry ended (a newer stream keeps the row)."""
     async with engine.begin() as conn:
-        await conn.execute(sql.MARK_WORKER_GONE, {"worker_id": worker_id, "registry": registry})
+        await conn.execute(
+            sql.MARK_WORKER_GONE, {"worker_id": worker_id, "registry": registry, "incarnation": incarnation}
+        )
 
 
 async def queue_depths(engine: AsyncEngine) -> dict[str, int]:

@@ -6,6 +6,10 @@ Notifications sent while the connection is down are lost, so after every
 (re)connect the listener calls ``on_connect``: the owner must then re-read
 whatever it might have missed. The listener reconnects with backoff until
 stopped.
+
+Any database role may send a notification on any channel, so a handler must take
+its payload as a hint (see ``schedd_store.channels``). A handler that raises (a
+malformed payload it did not expect) is logged, and the listener goes on.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class Listener:
                 lost = asyncio.Event()
                 conn.add_termination_listener(_setter(lost))
                 for channel, handler in self._handlers.items():
-                    await conn.add_listener(channel, _adapt(handler))
+                    await conn.add_listener(channel, _adapt(channel, handler))
                 if self._on_connect is not None:
                     await self._on_connect()
                 self.connected.set()
@@ -85,8 +89,11 @@ def _setter(event: asyncio.Event) -> Callable[[object], None]:
     return callback
 
 
-def _adapt(handler: Handler) -> Callable[[object, int, str, str], None]:
+def _adapt(channel: str, handler: Handler) -> Callable[[object, int, str, str], None]:
     def callback(_conn: object, _pid: int, _channel: str, payload: str) -> None:
-        handler(payload)
+        try:
+            handler(payload)
+        except Exception as exc:
+            log.warning("ignoring a %s notification its handler refused (%r): %s", channel, payload[:80], exc)
 
     return callback

@@ -4,9 +4,10 @@ A reschedule-mode sensor's attempt ends after each poke whose condition did not 
 instance goes from ``running`` to ``up_for_reschedule`` (freeing its worker slot and pool slot)
 with its next poke time, and the leader queues it again then, in the same try (see
 ``QUEUE_TASK_INSTANCES``). A soft-fail sensor past its timeout is skipped. Like every worker
-report, each change is conditional on the attempt it names: a report of a superseded attempt
-changes nothing. Not guaranteed: that the next poke starts at its time exactly (the leader queues
-it when its timer fires; a worker must then claim it).
+report, each change is conditional on the attempt it names and on the reporting worker holding
+it: a report of a superseded attempt, or from another worker, changes nothing. Not guaranteed:
+that the next poke starts at its time exactly (the leader queues it when its timer fires; a
+worker must then claim it).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ async def apply_sensor_outcomes(conn: AsyncConnection, results: Sequence[Attempt
                 "started": [r.started_at for r in results],
                 "ended": [r.ended_at for r in results],
                 "next_pokes": [None if r.skipped else r.reschedule_at for r in results],
+                "worker_ids": [r.worker_id for r in results],
             },
         )
     ).all()

@@ -37,12 +37,14 @@ def parse_age(option: str, text: str) -> timedelta:
 
 
 def tokens_table(tokens: list[pb.ApiToken]) -> Table:
-    table = Table("NAME", "ROLE", "WORKER", "CREATED", "EXPIRES", "REVOKED")
+    table = Table("NAME", "ROLE", "WORKER", "QUEUES", "USES", "CREATED", "EXPIRES", "REVOKED")
     for t in tokens:
         table.add_row(
             t.name.removeprefix("tokens/"),
             t.role,
             t.worker_id or "-",
+            ",".join(t.queues) or "-",
+            (f"{t.uses}/{t.max_uses or 'any'}") if t.role == "enroll" else "-",
             output.utc(t.create_time),
             output.utc(t.expire_time) if t.HasField("expire_time") else "never",
             output.utc(t.revoke_time) if t.HasField("revoke_time") else "-",
@@ -68,16 +70,28 @@ def audit_table(records: list[pb.AuditRecord]) -> Table:
 @tokens_app.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="a unique name for the token (who or what uses it)")],
-    role: Annotated[str, typer.Option(help="viewer, operator, admin or worker")] = "viewer",
+    role: Annotated[str, typer.Option(help="viewer, operator, admin, worker or enroll")] = "viewer",
     worker_id: Annotated[
         str, typer.Option(help="role worker only: the one worker id it may connect as")
     ] = "",
+    queues: Annotated[
+        str, typer.Option(help="roles worker and enroll: the only queues its workers may take (q1,q2)")
+    ] = "",
+    max_uses: Annotated[
+        int, typer.Option(help="role enroll only: how many workers it may enroll; default any")
+    ] = 0,
     expires_in: Annotated[str, typer.Option(help="expire after this long: 12h, 30d; default never")] = "",
     output_format: OutputOption = None,
 ) -> None:
     """Create a token; it is printed once and cannot be shown again."""
     use_format(output_format)
-    request = api_pb2.CreateTokenRequest(name=name, role=role, worker_id=worker_id)
+    request = api_pb2.CreateTokenRequest(
+        name=name,
+        role=role,
+        worker_id=worker_id,
+        queues=[q.strip() for q in queues.split(",") if q.strip()],
+        max_uses=max_uses,
+    )
     if expires_in:
         request.expire_time.CopyFrom(_timestamp(datetime.now(UTC) + parse_age("--expires-in", expires_in)))
     resp = call(state.client.tokens.CreateToken, request)

@@ -7,7 +7,8 @@
   goes; it exits 0 when the run succeeds and 1 when it fails, as Airflow's ``dags test`` does.
 
 A file that cannot be read, fails to import or does not compile to a valid spec exits 2 with the
-message (the file, the DAG and the task at fault); so does an unknown DAG id or bad ``--conf``.
+message (the file, the DAG and the task at fault); so does an unknown DAG id or bad ``--conf``
+(not a JSON object, or one the api would refuse: ``schedd_core.params.check_run_params``).
 Neither command talks to the api.
 """
 
@@ -27,6 +28,8 @@ from schedctl.cli import EXIT_REJECTED, EXIT_RUN_FAILED, Format, OutputOption, f
 from schedctl.dags import dags_app
 from schedctl.specfile import SpecFileError, load_specs
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.errors import InvalidArgument
+from schedd_core.params import check_run_params
 from schedd_core.states import RunState, TaskState
 
 if TYPE_CHECKING:
@@ -69,6 +72,10 @@ def dags_test(
     """Run a DAG once, here, with no services; exit 0 if the run succeeds, 1 if it fails."""
     spec = _pick(target, dag_id, dags_folder)
     run_conf = _conf(conf)
+    try:
+        check_run_params(spec, run_conf)
+    except InvalidArgument as exc:
+        fail(EXIT_REJECTED, str(exc))
     moment = _logical_date(logical_date)
     typer.echo(f"dag {spec.dag_id}: testing a run at {moment.isoformat()}")
     # Imported here: the local executor pulls in the store and the worker's executor, which no other

@@ -4,8 +4,8 @@ The bundle of a registration is the directory given with ``--bundle``, else the 
 Python DAG file registered (or the directory registered, when it holds Python files); a YAML or
 JSON file alone has none. Every spec with a Python task gets the bundle's SHA-256 as
 ``code_bundle``; specs without Python tasks get none, so their versions do not change with code.
-The archive (``schedd_core.bundle_archive.pack``) is uploaded once per hash; the api answers
-"already stored" without error.
+The archive (``schedd_exec.bundle_pack.pack``) is uploaded once per hash, streamed in pieces
+of :data:`PIECE_BYTES`; the api answers "already stored" without error.
 
 A Python task must name a module workers can import: from the bundle, or from their own
 environment. A module of a package the bundle provides (its top-level name is in the bundle) that
@@ -14,11 +14,16 @@ is not itself in the bundle could not be imported by workers, and is refused her
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.bundle_archive import BundleError, PackedBundle, import_root, pack
+from schedd_core.bundle_archive import BundleError
+from schedd_exec.bundle_pack import PackedBundle, import_root, pack
+
+#: Bytes of the archive sent in one upload message.
+PIECE_BYTES = 1024 * 1024
 
 
 def bundle_directory(path: Path, explicit: Path | None) -> Path | None:
@@ -53,8 +58,14 @@ def attach(specs: list[pb.DagSpec], directory: Path) -> PackedBundle | None:
     return packed
 
 
-def upload_request(packed: PackedBundle) -> api_pb2.UploadBundleRequest:
-    return api_pb2.UploadBundleRequest(archive=packed.archive, sha256=packed.sha256)
+def upload_request(packed: PackedBundle) -> Iterator[api_pb2.UploadBundleRequest]:
+    """The stream of requests uploading ``packed``: its archive in pieces of :data:`PIECE_BYTES`,
+    each well under the api's message limit, the first naming the hash."""
+    for offset in range(0, len(packed.archive), PIECE_BYTES):
+        sha256 = packed.sha256 if offset == 0 else ""
+        yield api_pb2.UploadBundleRequest(
+            sha256=sha256, archive=packed.archive[offset : offset + PIECE_BYTES]
+        )
 
 
 def _check_targets(spec: pb.DagSpec, packed: PackedBundle, directory: Path) -> None:

@@ -91,7 +91,8 @@ def pools_set(
 
 @app.command("leader")
 def leader(output_format: OutputOption = None) -> None:
-    """Show which scheduler leads, since when, its fencing token, and the standbys."""
+    """Show which scheduler leads, since when, its fencing token, and the standbys (exit 2 naming the
+    problem when the leader key holds a malformed value)."""
     use_format(output_format)
     resp = call(state.client.cluster.GetLeader, api_pb2.GetLeaderRequest())
     assert isinstance(resp, api_pb2.Leader)

@@ -25,6 +25,9 @@ def _token(record: tokens.TokenRecord) -> pb.ApiToken:
         expire_time=convert.ts(record.expires_at),
         revoke_time=convert.ts(record.revoked_at),
         token_id=record.token_id,
+        queues=list(record.queues),
+        max_uses=record.max_uses or 0,
+        uses=record.uses,
     )
 
 
@@ -58,6 +61,8 @@ class TokenServicer(api_pb2_grpc.TokenServiceServicer):
             worker_id=request.worker_id or None,
             expires_at=convert.from_ts(request.expire_time) if request.HasField("expire_time") else None,
             created_by=caller.name if caller else "",
+            queues=tuple(request.queues),
+            max_uses=request.max_uses or None,
         )
         return api_pb2.CreateTokenResponse(token=_token(record), secret=str(token))
 

@@ -22,7 +22,11 @@ class LeaderStatus:
 
 
 async def leader_status(engine: AsyncEngine, etcd: EtcdClient | None) -> LeaderStatus:
-    """The current leader (None during an election), the fence's token, and the standbys."""
+    """The current leader (None during an election), the fence's token, and the standbys.
+
+    A key of the election that holds a value no scheduler writes (written by hand, or forged) is
+    MalformedLeaderKey, FAILED_PRECONDITION naming the key; etcd out of reach is UNAVAILABLE.
+    """
     if etcd is None:
         raise FailedPrecondition("this api was started without etcd endpoints (SCHEDD_ETCD_ENDPOINTS)")
     election = Election(etcd, identity="api")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schedd_coord.credentials import EtcdAuth
 from schedd_rpc.tls import ServerTLS
 
 
@@ -12,6 +13,8 @@ class ApiConfig:
     database_url: str
     listen: str = "127.0.0.1:50051"
     etcd_endpoints: str = ""
+    #: the etcd user (``SCHEDD_ETCD_USER``); None: no authentication
+    etcd_auth: EtcdAuth | None = None
     db_pool_size: int = 5
     #: Require a bearer token on every call (``SCHEDD_AUTH=tokens``); False only for development.
     auth: bool = True

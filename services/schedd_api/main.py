@@ -11,7 +11,7 @@ import typer
 
 from schedd.v1 import api_pb2
 from schedd_api.access import AuditServicer, TokenServicer
-from schedd_api.bundles import MAX_REQUEST_BYTES, BundleServicer
+from schedd_api.bundles import BundleServicer
 from schedd_api.config import ApiConfig
 from schedd_api.fleet_servicers import BackfillServicer, ClusterServicer, PoolServicer, WorkerServicer
 from schedd_api.metrics import ApiMetrics, MetricsInterceptor
@@ -19,14 +19,27 @@ from schedd_api.servicer import DagServicer, RunServicer
 from schedd_api.watch import RunWatchers
 from schedd_auth.tokens import parse
 from schedd_coord.client import EtcdClient
+from schedd_coord.credentials import read_etcd_auth
+from schedd_coord.errors import CoordinationError, EtcdAuthFailed
+from schedd_core.bundle_archive import ArchiveLimits
 from schedd_core.clock import SystemClock
-from schedd_core.errors import AlreadyExists, InvalidArgument
+from schedd_core.errors import InvalidArgument
+from schedd_exec.process_secrets import protect_secrets
 from schedd_faults import FaultPoints
 from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
-from schedd_rpc.server import auth_enabled, make_server, set_serving, stop_signals, warn_auth_disabled
+from schedd_rpc.refused_calls import window_from_env
+from schedd_rpc.server import (
+    auth_enabled,
+    make_server,
+    max_receive_bytes,
+    set_serving,
+    stop_signals,
+    warn_auth_disabled,
+)
+from schedd_rpc.stream_limits import StreamCaps, StreamLimits
 from schedd_rpc.tls import ServerTLS
-from schedd_store import channels, tokens
+from schedd_store import bootstrap_token, channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
 from schedd_telemetry import tracing
@@ -37,32 +50,48 @@ log = logging.getLogger("schedd.api")
 
 SERVICES = [service.full_name for service in api_pb2.DESCRIPTOR.services_by_name.values()]
 
-#: The name under which ``SCHEDD_BOOTSTRAP_TOKEN`` is stored (an admin token).
-BOOTSTRAP_TOKEN_NAME = "bootstrap-admin"
-
 
 async def ensure_bootstrap_token(config: ApiConfig) -> None:
-    """Store ``SCHEDD_BOOTSTRAP_TOKEN`` as an admin token if it is not stored yet (a token of that
-    name that was revoked stays revoked)."""
+    """Store ``SCHEDD_BOOTSTRAP_TOKEN`` as the admin token ``bootstrap-admin``, revoking the one it
+    replaces (``schedd_store.bootstrap_token``); InvalidArgument, and nothing changed, when it is not
+    a token or may not become the bootstrap token (one replaced before, for example)."""
     token = parse(config.bootstrap_token)
     if token is None:
         raise InvalidArgument("SCHEDD_BOOTSTRAP_TOKEN", "is not a schedd token (sdt_<id>_<secret>)")
     engine = make_engine(config.database_url, pool_size=1, application_name="schedd-api")
     try:
-        await tokens.create_token(engine, BOOTSTRAP_TOKEN_NAME, "admin", token=token, created_by="bootstrap")
-        log.info("stored the bootstrap admin token %r", BOOTSTRAP_TOKEN_NAME)
-    except AlreadyExists:
-        pass
+        outcome = await bootstrap_token.ensure(engine, token)
     finally:
         await engine.dispose()
+    if outcome.retired_token_id:
+        log.warning(
+            "SCHEDD_BOOTSTRAP_TOKEN changed: revoked the previous bootstrap token (now %r), stored the new",
+            bootstrap_token.RETIRED_PREFIX + outcome.retired_token_id,
+        )
+    elif outcome.stored:
+        log.info("stored the bootstrap admin token %r", bootstrap_token.NAME)
+
+
+async def check_etcd_credentials(etcd: EtcdClient) -> None:
+    """Raise EtcdAuthFailed when etcd refuses the api's user; an unreachable etcd only warns (the
+    leader status answers UNAVAILABLE until it is back)."""
+    try:
+        await etcd.ping()
+    except EtcdAuthFailed:
+        raise
+    except CoordinationError as exc:
+        log.warning("etcd: %s; the leader status is unavailable until it answers", exc)
 
 
 async def serve(config: ApiConfig) -> None:
+    etcd = EtcdClient(config.etcd_endpoints, auth=config.etcd_auth) if config.etcd_endpoints else None
+    if etcd is not None:
+        await check_etcd_credentials(etcd)
     engine = make_engine(config.database_url, pool_size=config.db_pool_size, application_name="schedd-api")
-    etcd = EtcdClient(config.etcd_endpoints) if config.etcd_endpoints else None
     clock = SystemClock()
     faults = FaultPoints.from_env(os.environ)
-    watchers = RunWatchers()
+    metrics = ApiMetrics()
+    watchers = RunWatchers(metrics.registry)
     listener = Listener(
         config.database_url, {channels.RUNS: watchers.notified}, on_connect=watchers.reconnected
     )
@@ -75,7 +104,7 @@ async def serve(config: ApiConfig) -> None:
         "PoolService": PoolServicer(engine),
         "TokenService": TokenServicer(engine),
         "AuditService": AuditServicer(engine),
-        "BundleService": BundleServicer(engine),
+        "BundleService": BundleServicer(engine, ArchiveLimits.from_env(os.environ)),
     }
 
     def register(server: grpc.aio.Server) -> None:
@@ -86,8 +115,13 @@ async def serve(config: ApiConfig) -> None:
         await ensure_bootstrap_token(config)
     if not config.auth:
         warn_auth_disabled("api")
-    access = AccessInterceptor(engine, api_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth)
-    metrics = ApiMetrics()
+    access = AccessInterceptor(
+        engine,
+        api_pb2.DESCRIPTOR.services_by_name.values(),
+        enabled=config.auth,
+        refusal_window=window_from_env(os.environ),
+        stream_limits=StreamLimits(StreamCaps.from_env(os.environ), registry=metrics.registry),
+    )
     # Outermost first: refused calls are counted and traced too.
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
     if tracing.enabled():
@@ -99,7 +133,7 @@ async def serve(config: ApiConfig) -> None:
         register,
         tls=config.tls,
         interceptors=interceptors,
-        max_message_bytes=MAX_REQUEST_BYTES,  # a code bundle at its limit
+        max_receive_bytes=max_receive_bytes(),  # bundles are uploaded in pieces
     )
     if config.metrics_listen:
         metrics.serve(config.metrics_listen)
@@ -111,6 +145,7 @@ async def serve(config: ApiConfig) -> None:
     await stop.wait()
     await set_serving(health, SERVICES, False)
     await server.stop(grace=5)
+    await access.close()
     await listener.stop()
     if etcd is not None:
         await etcd.close()
@@ -121,7 +156,7 @@ def cli(
     database_url: str = typer.Option(..., envvar="SCHEDD_DATABASE_URL", help="postgresql+asyncpg://..."),
     listen: str = typer.Option("127.0.0.1:50051", envvar="SCHEDD_API_LISTEN"),
     etcd_endpoints: str = typer.Option("", envvar="SCHEDD_ETCD_ENDPOINTS", help="for leader status"),
-    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="[host:]port (loopback)"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the schedd public API.
@@ -137,13 +172,19 @@ def cli(
             database_url=database_url,
             listen=listen,
             etcd_endpoints=etcd_endpoints,
+            etcd_auth=read_etcd_auth(os.environ),
             auth=auth_enabled(),
             tls=ServerTLS.from_env(os.environ),
             bootstrap_token=os.environ.get("SCHEDD_BOOTSTRAP_TOKEN", ""),
             metrics_listen=metrics_listen,
         )
+        protect_secrets(
+            "schedd-api",
+            ("SCHEDD_DATABASE_URL", "SCHEDD_BOOTSTRAP_TOKEN", "SCHEDD_ETCD_PASSWORD"),
+            {"--database-url": "SCHEDD_DATABASE_URL"},
+        )
         asyncio.run(serve(config))
-    except InvalidArgument as exc:
+    except (InvalidArgument, EtcdAuthFailed, ValueError) as exc:
         typer.echo(f"schedd-api: {exc}", err=True)
         raise typer.Exit(2) from None
 

@@ -34,8 +34,9 @@ async def trigger(
 ) -> RunRecord:
     """Create a manual run. ``run_id`` defaults to ``manual__<logical date>`` (see
     :func:`schedd_store.schedules.run_id_for`); ``conf`` may
-    take at most as many bytes (``conf_bytes``, serialized) as a task's params, and the params it gives
-    (the DAG's defaults, the conf on top) must fit the DAG's param schemas. With tracing on, the
+    take at most as many bytes (``conf_bytes``, serialized) as a task's params, may set only the params
+    the DAG declares (unless it allows undeclared conf), and the params it gives (the DAG's defaults,
+    the conf on top) must fit the DAG's param schemas. With tracing on, the
     run keeps the trace context of the current span (the ``CreateRun`` call's), which the spans of
     its tasks continue."""
     if conf_bytes > MAX_PARAMS_BYTES:

@@ -1,35 +1,44 @@
 """Following runs: ``RunService.WatchRun`` streams a run each time it changes, until it ends.
 
-A watched run is read again as soon as a notification names it (a result, a manual change, a new
-run: ``schedd_runs``) and at least every ``RECHECK_SECONDS`` otherwise, since the leader's own
-transitions (a task queued, the run finished) send no notification on that channel. A message is
-sent only when the run differs from the last one sent; the stream ends after the run's final
-state has been sent, or when the client goes away. Reads are bounded: one GetRun per wake-up.
+Every stream watching one run shares one poller (``run_pollers``): one database read per wake-up
+of that run, however many streams watch it, started by the first stream and stopped when the last
+one leaves. A watched run is read again as soon as a notification names it (a result, a manual
+change, a new run: ``schedd_runs``) and at least every ``RECHECK_SECONDS`` otherwise, since the
+leader's own transitions (a task queued, the run finished) send no notification on that channel. A
+message is sent only when the run differs from the last one this stream sent; the stream ends after
+the run's final state has been sent, or when the client goes away. How many streams may be open is
+capped before they get here (``schedd_rpc.stream_limits``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_api.run_pollers import FINAL, ReadRun, RunPoller
 from schedd_store import channels
 
 log = logging.getLogger(__name__)
 
-#: Longest a watched run goes unread.
-RECHECK_SECONDS = 0.5
-FINAL = (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED)
-
 
 class RunWatchers:
-    """The wake-up events of the runs being watched, set by notifications (see the module docstring)."""
+    """The pollers of the runs being watched, woken by notifications (see the module docstring).
+    ``registry`` gets ``schedd_api_run_pollers`` (poll loops running) and ``schedd_api_run_polls``
+    (reads they made)."""
 
-    def __init__(self) -> None:
-        self._events: dict[int, set[asyncio.Event]] = defaultdict(set)
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self._pollers: dict[int, RunPoller] = {}
+        self._poller_gauge = Gauge(
+            "schedd_api_run_pollers",
+            "Poll loops running for watched runs (one per run, however many streams watch it).",
+            registry=registry,
+        )
+        self._polls = Counter(
+            "schedd_api_run_polls", "Reads of watched runs by their pollers.", registry=registry
+        )
 
     def notified(self, payload: str) -> None:
         try:
@@ -37,34 +46,34 @@ class RunWatchers:
         except ValueError:
             log.warning("ignoring a malformed %s payload: %r", channels.RUNS, payload[:80])
             return
-        for run_pk in changed & self._events.keys():
-            for event in self._events[run_pk]:
-                event.set()
+        for run_pk in changed & self._pollers.keys():
+            self._pollers[run_pk].wake()
 
     async def reconnected(self) -> None:
-        """Notifications may have been missed: wake every watcher."""
-        for events in self._events.values():
-            for event in events:
-                event.set()
+        """Notifications may have been missed: read every watched run again."""
+        for poller in self._pollers.values():
+            poller.wake()
 
-    async def follow(self, run_pk: int, read: Callable[[], Awaitable[pb.DagRun]]) -> AsyncIterator[pb.DagRun]:
-        """The run as ``read`` returns it, each time it changed, ending with its final state."""
-        event = asyncio.Event()
-        self._events[run_pk].add(event)
+    async def follow(self, run_pk: int, read: ReadRun) -> AsyncIterator[pb.DagRun]:
+        """The run (as ``read`` returns it) each time it changed, ending with its final state."""
+        poller = self._pollers.get(run_pk)
+        if poller is None or poller.failed:
+            poller = self._pollers[run_pk] = RunPoller(read, self._polls.inc)
+            self._poller_gauge.inc()
+            poller.when_done(self._poller_gauge.dec)
+        subscriber = poller.subscribe()
         try:
-            last: bytes | None = None
+            last = b""
             while True:
-                event.clear()
-                run = await read()
+                run = await subscriber.take()
                 encoded = run.SerializeToString(deterministic=True)
                 if encoded != last:
                     yield run
                     last = encoded
                 if run.state in FINAL:
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), RECHECK_SECONDS)
         finally:
-            self._events[run_pk].discard(event)
-            if not self._events[run_pk]:
-                del self._events[run_pk]
+            if poller.unsubscribe(subscriber):
+                poller.stop()
+                if self._pollers.get(run_pk) is poller:
+                    del self._pollers[run_pk]

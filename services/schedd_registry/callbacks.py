@@ -42,7 +42,8 @@ class CallbackRelay:
         self._versions = VersionCache()
         self._max_attempts = max_attempts
         self._wake = asyncio.Event()
-        self._waiting: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+        #: Callbacks sent and not answered yet, by (worker id it was sent to, callback id).
+        self._waiting: dict[tuple[str, str], asyncio.Future[tuple[bool, str]]] = {}
         self._ids = itertools.count(1)
         self._turn = itertools.count()
         self.delivered = 0
@@ -50,8 +51,9 @@ class CallbackRelay:
     def wake(self, _payload: str = "") -> None:
         self._wake.set()
 
-    def callback_done(self, done: worker_pb2.CallbackDone) -> None:
-        future = self._waiting.pop(done.callback_id, None)
+    def callback_done(self, worker_id: str, done: worker_pb2.CallbackDone) -> None:
+        """A worker's answer to a callback; only the worker the callback was sent to can answer it."""
+        future = self._waiting.pop((worker_id, done.callback_id), None)
         if future is not None and not future.done():
             future.set_result((done.ok, done.error))
 
@@ -121,7 +123,8 @@ class CallbackRelay:
         session = sessions[next(self._turn) % len(sessions)]
         callback_id = f"cb-{next(self._ids)}"
         future: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
-        self._waiting[callback_id] = future
+        key = (session.worker_id, callback_id)
+        self._waiting[key] = future
         session.send(
             worker_pb2.RegistryMessage(
                 run_callback=worker_pb2.RunCallback(
@@ -134,7 +137,7 @@ class CallbackRelay:
         try:
             ok, error = await asyncio.wait_for(future, CALLBACK_TIMEOUT)
         finally:
-            self._waiting.pop(callback_id, None)
+            self._waiting.pop(key, None)
         if not ok:
             raise RuntimeError(f"callback {target} failed: {error}")
 

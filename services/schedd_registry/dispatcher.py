@@ -129,10 +129,10 @@ class Dispatcher:
             if self._on_assigned is not None:  # before sending: it may set the assignments' traceparent
                 self._on_assigned([assignment for _, assignment in claimed])
             per_worker: dict[str, list[worker_pb2.Assignment]] = {}
-            too_big: list[worker_pb2.Assignment] = []
+            too_big: list[tuple[str, worker_pb2.Assignment]] = []
             for worker_id, assignment in claimed:
                 if assignment.ByteSize() > MAX_ASSIGNMENT_BYTES:
-                    too_big.append(assignment)
+                    too_big.append((worker_id, assignment))
                 else:
                     per_worker.setdefault(worker_id, []).append(assignment)
             for session in members:
@@ -152,10 +152,12 @@ class Dispatcher:
                 more = True
         return more
 
-    async def _fail_undeliverable(self, assignments: list[worker_pb2.Assignment]) -> None:
+    async def _fail_undeliverable(self, assignments: list[tuple[str, worker_pb2.Assignment]]) -> None:
+        """Fail attempts claimed for a worker (the first of each pair) that cannot be sent to it."""
         now = datetime.now(UTC)
         results = [
             AttemptResult(
+                worker_id=worker_id,
                 ti_id=a.attempt.task_instance_id,
                 attempt_id=a.attempt.attempt_id,
                 try_number=a.attempt.try_number,
@@ -165,7 +167,7 @@ class Dispatcher:
                 f"at most {MAX_ASSIGNMENT_BYTES} can be delivered to a worker",
                 ended_at=now,
             )
-            for a in assignments
+            for worker_id, a in assignments
         ]
         log.warning("failing %d attempts whose assignments are too large to deliver", len(results))
         await dispatch.apply_results(self._engine, results)

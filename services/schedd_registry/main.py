@@ -15,16 +15,25 @@ from schedd.v1 import worker_pb2
 from schedd_core.errors import InvalidArgument
 from schedd_core.permits import AttemptWindows
 from schedd_exec.assignments import AssignmentBuilder
+from schedd_exec.process_secrets import protect_secrets
 from schedd_faults import FaultPoints
 from schedd_registry.callbacks import CallbackRelay
 from schedd_registry.config import RegistryConfig
+from schedd_registry.control_hints import ControlHints
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import RegistryMetrics
 from schedd_registry.servicer import WorkerRegistryServicer
 from schedd_registry.task_spans import TaskSpans
 from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
-from schedd_rpc.server import auth_enabled, make_server, set_serving, stop_signals, warn_auth_disabled
+from schedd_rpc.server import (
+    auth_enabled,
+    make_server,
+    max_receive_bytes,
+    set_serving,
+    stop_signals,
+    warn_auth_disabled,
+)
 from schedd_rpc.tls import ServerTLS
 from schedd_store import channels
 from schedd_store.engine import make_engine
@@ -59,12 +68,13 @@ async def serve(config: RegistryConfig) -> None:
     relay = CallbackRelay(engine, dispatcher)
     servicer.on_callback_done = relay.callback_done
     servicer.on_applied = metrics.applied
+    hints = ControlHints(engine, dispatcher, drain_grace=config.drain_grace)
     listener = Listener(
         config.database_url,
         {
             channels.QUEUED: dispatcher.wake,
-            channels.WORKERS: servicer.drain_requested,
-            channels.CANCEL: servicer.cancel_requested,
+            channels.WORKERS: hints.drain_requested,
+            channels.CANCEL: hints.cancel_requested,
             channels.OUTBOX: relay.wake,
         },
         on_connect=dispatcher.wake_async,
@@ -76,7 +86,14 @@ async def serve(config: RegistryConfig) -> None:
     if not config.auth:
         warn_auth_disabled("registry")
     access = AccessInterceptor(engine, worker_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth)
-    server, health = make_server(config.listen, SERVICES, register, tls=config.tls, interceptors=[access])
+    server, health = make_server(
+        config.listen,
+        SERVICES,
+        register,
+        tls=config.tls,
+        interceptors=[access],
+        max_receive_bytes=max_receive_bytes(),
+    )
     stop = stop_signals()
     await listener.start()
     background = [
@@ -84,6 +101,7 @@ async def serve(config: RegistryConfig) -> None:
         asyncio.create_task(servicer.results.run(), name="results"),
         asyncio.create_task(servicer.logs.run(), name="logs"),
         asyncio.create_task(relay.run(), name="callbacks"),
+        asyncio.create_task(hints.run(), name="control-hints"),
     ]
     if config.metrics_listen:
         metrics.serve(config.metrics_listen)
@@ -94,6 +112,7 @@ async def serve(config: RegistryConfig) -> None:
     await stop.wait()
     await set_serving(health, SERVICES, False)
     await server.stop(grace=5)
+    await access.close()  # the counts of refused calls still held
     for task in background:
         task.cancel()
     await listener.stop()
@@ -121,7 +140,7 @@ def cli(
     drain_grace: float = typer.Option(
         300.0, envvar="SCHEDD_DRAIN_GRACE", help="seconds a drained worker gets"
     ),
-    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="[host:]port (loopback)"),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the worker registry. TLS and authentication as for the api (``SCHEDD_TLS_*``,
@@ -146,6 +165,11 @@ def cli(
             metrics_listen=metrics_listen,
             auth=auth_enabled(),
             tls=ServerTLS.from_env(os.environ),
+        )
+        protect_secrets(
+            "schedd-registry",
+            ("SCHEDD_DATABASE_URL", "SCHEDD_ETCD_PASSWORD"),
+            {"--database-url": "SCHEDD_DATABASE_URL"},
         )
         asyncio.run(serve(config))
     except InvalidArgument as exc:

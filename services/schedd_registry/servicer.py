@@ -4,6 +4,12 @@ Acknowledged means stored: a Welcome is sent once the hello is recorded, a Heart
 the heartbeat is, and a ReportAck once the result is. A result that cannot be written (the
 database restarting, say) is retried with backoff for as long as the stream is open; when it
 closes, the worker still holds the result and sends it again on its next stream.
+
+Who speaks: every report on a stream is applied as the report of the worker id the stream said
+hello as (bound to the token's worker id when the token has one), never of an id a message names;
+the store applies it only if that worker holds the attempt. A hello asking for a queue outside the
+token's queues, and a second stream for a worker id whose stream is live, are refused before
+anything is written. ``Enroll`` issues a worker its own token (``schedd_store.tokens.enroll``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
-from schedd_core.errors import InvalidArgument, PermissionDenied
+from schedd_core.errors import InvalidArgument, PermissionDenied, quote
 from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
 from schedd_registry.bundles import stream_bundle
@@ -29,7 +35,7 @@ from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.sessions import WorkerSession
 from schedd_rpc import convert
-from schedd_store import dispatch
+from schedd_store import dispatch, tokens
 from schedd_store.batching import Batcher
 from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
 
@@ -39,6 +45,7 @@ _ACK_CODE = {
     ReportStatus.APPLIED: grpc.StatusCode.OK,
     ReportStatus.DUPLICATE: grpc.StatusCode.OK,
     ReportStatus.STALE: grpc.StatusCode.FAILED_PRECONDITION,
+    ReportStatus.NOT_HELD: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 MAX_ERROR_CHARS = 4000
@@ -60,8 +67,9 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         )
         self.logs: Batcher[LogChunk, None] = Batcher("logs", self._append_logs)
         self._background: set[asyncio.Task[None]] = set()
-        #: Receives workers' answers to callbacks (set by the callback relay).
-        self.on_callback_done: Callable[[worker_pb2.CallbackDone], None] | None = None
+        #: Receives workers' answers to callbacks (set by the callback relay), with the answering
+        #: stream's worker id.
+        self.on_callback_done: Callable[[str, worker_pb2.CallbackDone], None] | None = None
         #: Receives every result this registry applied (not repeated or stale ones): metrics.
         self.on_applied: Callable[[worker_pb2.TaskResult], None] | None = None
 
@@ -81,37 +89,25 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
 
         task.add_done_callback(done)
 
-    def drain_requested(self, worker_id: str) -> None:
-        """A user asked this worker to drain (NOTIFY from the api): tell it, if it is connected here."""
-        session = self._dispatcher.session(worker_id)
-        if session is not None:
-            session.send(_drain_message(self._config.drain_grace))
-
-    def cancel_requested(self, payload: str) -> None:
-        """A user stopped attempts (NOTIFY from the api): tell their workers, if connected here."""
-        by_worker: dict[str, list[worker_pb2.AttemptRef]] = {}
-        for line in payload.splitlines():
-            worker_id, ti_id, attempt_id = line.split()
-            by_worker.setdefault(worker_id, []).append(
-                worker_pb2.AttemptRef(task_instance_id=int(ti_id), attempt_id=attempt_id)
-            )
-        for worker_id, attempts in by_worker.items():
-            session = self._dispatcher.session(worker_id)
-            if session is not None:
-                session.send(
-                    worker_pb2.RegistryMessage(
-                        cancel=worker_pb2.CancelAttempts(
-                            attempts=attempts, reason="stopped by a user (cancel, clear or mark)"
-                        )
-                    )
-                )
-
     async def FetchBundle(
         self, request: worker_pb2.FetchBundleRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.BundleChunk]:
         """The archive of a code bundle, in chunks (see ``schedd_registry.bundles``)."""
         async for chunk in stream_bundle(self._engine, request.sha256):
             yield chunk
+
+    async def Enroll(
+        self, request: worker_pb2.EnrollRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.EnrollResponse:
+        """A worker token bound to the requested worker id, for the caller's enrollment token."""
+        caller = principal.current()
+        if caller is None or not caller.token_id:
+            raise PermissionDenied("enrolling needs an enrollment token (authentication is disabled)")
+        record, token = await tokens.enroll(self._engine, caller.token_id, request.worker_id)
+        log.info("worker %s enrolled with %s as token %s", request.worker_id, caller.name, record.name)
+        return worker_pb2.EnrollResponse(
+            worker_id=request.worker_id, token=str(token), queues=list(record.queues), name=record.name
+        )
 
     async def Connect(
         self, request_iterator: AsyncIterator[worker_pb2.WorkerMessage], context: grpc.aio.ServicerContext
@@ -121,16 +117,12 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             return
         windows = self._config.windows
         hello = _validate_hello(first, windows)
-        caller = principal.current()
-        if caller is not None and caller.worker_id and caller.worker_id != hello.worker_id:
-            raise PermissionDenied(
-                f"token {caller.name!r} may only connect as worker {caller.worker_id!r}, "
-                f"not {hello.worker_id!r}"
-            )
+        queues = tuple(hello.queues) or ("default",)
+        _check_caller(principal.current(), hello.worker_id, queues)
         kill_grace = hello.kill_grace.ToTimedelta().total_seconds()
         drain = await self._register(hello, windows, kill_grace)
         session = WorkerSession(
-            worker_id=hello.worker_id, queues=tuple(hello.queues) or ("default",), capacity=hello.capacity
+            worker_id=hello.worker_id, queues=queues, capacity=hello.capacity, incarnation=hello.incarnation
         )
         self._dispatcher.attach(session)
         log.info(
@@ -168,12 +160,16 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
             log.info("worker %s disconnected", session.worker_id)
-            # Not tied to this call: the call is being cancelled, the record must still be written.
-            self._detached(
-                dispatch.mark_worker_gone(
-                    self._engine, worker_id=session.worker_id, registry=self._config.identity
+            if self._dispatcher.session(session.worker_id) is None:  # no newer stream of it took over here
+                # Not tied to this call: the call is being cancelled, the record must still be written.
+                self._detached(
+                    dispatch.mark_worker_gone(
+                        self._engine,
+                        worker_id=session.worker_id,
+                        registry=self._config.identity,
+                        incarnation=session.incarnation,
+                    )
                 )
-            )
 
     async def _register(
         self, hello: worker_pb2.WorkerHello, windows: AttemptWindows, kill_grace: float
@@ -211,6 +207,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 spawn(
                     self._store_log(
                         LogChunk(
+                            worker_id=session.worker_id,
                             ti_id=chunk.attempt.task_instance_id,
                             attempt_id=chunk.attempt.attempt_id,
                             offset=chunk.offset,
@@ -222,7 +219,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 spawn(self._heartbeat(message.heartbeat, session))
             elif kind == "callback_done":
                 if self.on_callback_done is not None:
-                    self.on_callback_done(message.callback_done)
+                    self.on_callback_done(session.worker_id, message.callback_done)
             elif kind == "draining":
                 session.draining = True
                 self._detached(dispatch.mark_worker_draining(self._engine, session.worker_id))
@@ -275,6 +272,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 result.outcome = worker_pb2.TASK_OUTCOME_FAILED
                 result.error = problem
         item = AttemptResult(
+            worker_id=session.worker_id,
             ti_id=result.attempt.task_instance_id,
             attempt_id=result.attempt.attempt_id,
             try_number=result.attempt.try_number,
@@ -305,11 +303,32 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         if status == ReportStatus.APPLIED and self.on_applied is not None:
             self.on_applied(result)
         code = _ACK_CODE[status]
-        message = "" if code == grpc.StatusCode.OK else "attempt is no longer current; result discarded"
+        message = {
+            ReportStatus.STALE: "attempt is no longer current; result discarded",
+            ReportStatus.NOT_HELD: f"attempt {quote(item.attempt_id)} is not held by worker "
+            f"{quote(session.worker_id)}; result discarded",
+        }.get(status, "")
         session.send(
             worker_pb2.RegistryMessage(
                 ack=worker_pb2.ReportAck(attempt=result.attempt, code=code.value[0], message=message)
             )
+        )
+
+
+def _check_caller(caller: principal.Principal | None, worker_id: str, queues: tuple[str, ...]) -> None:
+    """Refuse a hello its token does not allow: another worker id than the token's, or a queue
+    outside the token's queues."""
+    if caller is None:
+        return
+    if caller.worker_id and caller.worker_id != worker_id:
+        raise PermissionDenied(
+            f"token {caller.name!r} may only connect as worker {caller.worker_id!r}, not {worker_id!r}"
+        )
+    outside = [q for q in queues if caller.queues and q not in caller.queues]
+    if outside:
+        raise PermissionDenied(
+            f"token {caller.name!r} may only subscribe to the queues {', '.join(caller.queues)}, "
+            f"not {', '.join(outside)}"
         )
 
 

@@ -15,6 +15,8 @@ class WorkerSession:
     worker_id: str
     queues: tuple[str, ...]
     capacity: int
+    #: The worker process's incarnation, as its hello said (its row is marked gone only for it).
+    incarnation: str = ""
     credits: int = 0
     #: Set once the worker drains: it gets no new assignments.
     draining: bool = False

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from schedd_coord.credentials import EtcdAuth
 from schedd_coord.lease import LeaseTiming
 from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH
+from schedd_exec.environment import TaskEnvironment
 from schedd_store.retention import Retention
 
 
@@ -14,6 +16,8 @@ class SchedulerConfig:
     database_url: str
     etcd_endpoints: str
     identity: str
+    #: the etcd user (``SCHEDD_ETCD_USER``); None: no authentication
+    etcd_auth: EtcdAuth | None = None
     lease: LeaseTiming = field(default_factory=LeaseTiming)
     #: Most runs evaluated in one fenced transaction.
     batch_size: int = 500
@@ -38,6 +42,9 @@ class SchedulerConfig:
     parallelism: int = 8
     #: The metadata database as the task role, for transactional tasks of the local executor.
     task_database_url: str = ""
+    #: What the local executor's task processes start with and as whom they run; None: the allowed
+    #: part of the scheduler's environment, as its user (``schedd_exec.environment``).
+    task_environment: TaskEnvironment | None = None
     #: How long finished runs, output and the other records are kept (the leader deletes the rest).
     retention: Retention = field(default_factory=Retention)
     #: Seconds between two rounds of retention.

@@ -11,6 +11,8 @@ scheduler replicas with local executors never run one attempt twice, and an atte
 crashed replica is failed over like any lost attempt. A local executor is a worker without a
 liveness lease (``local.<scheduler id>``): its attempts run only while its own heartbeats get
 stored (``schedd_core.permits``), and its reaper kills them if the scheduler freezes or dies.
+Its tasks start with an allow-list of the scheduler's environment, as its task user when it has
+one (``schedd_exec.environment``), never with the scheduler's database URL.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_exec.attempt_fence import AttemptFence
 from schedd_exec.bundle_cache import BundleCache
+from schedd_exec.environment import TaskEnvironment
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
 from schedd_store import bundles, dispatch
@@ -77,6 +80,7 @@ class LocalExecutor:
         windows: AttemptWindows | None = None,
         kill_grace: float = 1.0,
         task_database_url: str = "",
+        environment: TaskEnvironment | None = None,
     ) -> None:
         self._engine = engine
         self._worker_id = f"local.{identity}"
@@ -91,7 +95,11 @@ class LocalExecutor:
         self._logs: Batcher[LogChunk, None] = Batcher("local-logs", self._append_logs)
         self._offsets: dict[str, int] = {}
         self._pending: set[asyncio.Task[object]] = set()
-        self._bundles = BundleCache.for_owner(self._worker_id, self._fetch_bundle)
+        self._bundles = BundleCache.for_owner(
+            self._worker_id,
+            self._fetch_bundle,
+            traversable_by_others=bool(environment and environment.user),
+        )
         self._executor = AttemptExecutor(
             python_workers=parallelism,
             kill_grace=kill_grace,
@@ -99,6 +107,7 @@ class LocalExecutor:
             on_done=self._done,
             task_database_url=task_database_url,
             bundles=self._bundles,
+            environment=environment,
         )
         clock = SystemClock()
         self._permit = Permit(self._windows, kill_grace, clock)
@@ -168,6 +177,7 @@ class LocalExecutor:
                     running=[],
                     fence_window=self._windows.fence_window(self._permit.kill_grace),
                     silence_limit=self._windows.silence_limit,
+                    replace_live=True,
                 )
             except Exception as exc:
                 log.warning("local executor: cannot record itself (%s); retrying in %.1fs", exc, delay)
@@ -214,6 +224,7 @@ class LocalExecutor:
         self._spawn(
             self._logs.submit(
                 LogChunk(
+                    worker_id=self._worker_id,
                     ti_id=attempt.task_instance_id,
                     attempt_id=attempt.attempt_id,
                     offset=offset,
@@ -229,6 +240,7 @@ class LocalExecutor:
         self._spawn(
             self._results.submit(
                 AttemptResult(
+                    worker_id=self._worker_id,
                     ti_id=attempt.task_instance_id,
                     attempt_id=attempt.attempt_id,
                     try_number=attempt.try_number,
@@ -259,6 +271,7 @@ def make_executor(
     parallelism: int,
     silence_limit: float,
     task_database_url: str = "",
+    environment: TaskEnvironment | None = None,
 ) -> Executor:
     if kind is ExecutorKind.DISTRIBUTED:
         return DistributedExecutor()
@@ -268,4 +281,5 @@ def make_executor(
         parallelism=1 if kind is ExecutorKind.SEQUENTIAL else parallelism,
         windows=AttemptWindows.for_silence_limit(silence_limit),
         task_database_url=task_database_url,
+        environment=environment,
     )

@@ -41,6 +41,7 @@ from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_scheduler.schedules import ScheduleTimer
 from schedd_scheduler.timers import DeadlineTimer
+from schedd_store.channels import decode_ids
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
 
@@ -91,7 +92,7 @@ class Replica:
             delay = min(delay * 2, 5.0)
 
     async def _one_term(self, stop: asyncio.Event) -> None:
-        lease = KeptLease(self._config.etcd_endpoints, self._config.lease)
+        lease = KeptLease(self._config.etcd_endpoints, self._config.lease, auth=self._config.etcd_auth)
         await lease.start()
         try:
             await self._election.announce(lease.lease_id, since=self._started)
@@ -277,8 +278,13 @@ class Replica:
 
     def on_backfill_changed(self, payload: str) -> None:
         """A backfill was created or resumed: advance it now (when leading)."""
-        if self._backfills is not None and payload.isdigit():
-            self._backfills.wake([int(payload)])
+        try:
+            ids = decode_ids(payload)  # any role may notify: a forged id is re-read, a malformed one ignored
+        except ValueError:
+            log.warning("ignoring a malformed backfill notification: %r", payload[:80])
+            return
+        if self._backfills is not None and ids:
+            self._backfills.wake(ids)
 
     async def on_listener_reconnected(self) -> None:
         """Notifications may have been missed: look at every schedule due and every running backfill."""

@@ -11,9 +11,12 @@ import socket
 import typer
 
 from schedd_coord.client import EtcdClient
+from schedd_coord.credentials import read_etcd_auth
 from schedd_coord.lease import LeaseTiming
 from schedd_core.errors import Unavailable
 from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH
+from schedd_exec.environment import TaskEnvironment
+from schedd_exec.process_secrets import protect_secrets
 from schedd_faults import FaultPoints
 from schedd_rpc.server import stop_signals
 from schedd_scheduler.config import SchedulerConfig
@@ -29,6 +32,10 @@ from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.scheduler")
 
+#: Read once, then removed from the environment; never accepted as flags (``schedd_exec.process_secrets``).
+SECRET_VARIABLES = ("SCHEDD_DATABASE_URL", "SCHEDD_TASK_DATABASE_URL", "SCHEDD_ETCD_PASSWORD")
+SECRET_FLAGS = {"--database-url": "SCHEDD_DATABASE_URL", "--task-database-url": "SCHEDD_TASK_DATABASE_URL"}
+
 
 async def serve(config: SchedulerConfig) -> None:
     engine = make_engine(
@@ -37,7 +44,7 @@ async def serve(config: SchedulerConfig) -> None:
         application_name="schedd-scheduler",
         server_settings=config.session_settings(),
     )
-    etcd = EtcdClient(config.etcd_endpoints)
+    etcd = EtcdClient(config.etcd_endpoints, auth=config.etcd_auth)
     stop = stop_signals()
     try:
         await _check_dependencies(engine, etcd)
@@ -53,6 +60,7 @@ async def serve(config: SchedulerConfig) -> None:
             parallelism=config.parallelism,
             silence_limit=config.zombie_threshold,
             task_database_url=config.task_database_url,
+            environment=config.task_environment,
         )
         listener = Listener(
             config.database_url,
@@ -88,13 +96,15 @@ async def _check_dependencies(engine: object, etcd: EtcdClient) -> None:
 
 
 def cli(
-    database_url: str = typer.Option(..., envvar="SCHEDD_DATABASE_URL"),
+    database_url: str = typer.Option(
+        ..., envvar="SCHEDD_DATABASE_URL", help="set it in the environment: as a flag it is refused"
+    ),
     etcd_endpoints: str = typer.Option(..., envvar="SCHEDD_ETCD_ENDPOINTS", help="host:port[,host:port]"),
     identity: str = typer.Option("", envvar="SCHEDD_SCHEDULER_ID", help="default: hostname-pid"),
     lease_ttl: int = typer.Option(2, envvar="SCHEDD_LEASE_TTL", help="seconds"),
     renew_deadline: float = typer.Option(1.4, envvar="SCHEDD_RENEW_DEADLINE", help="seconds"),
     retry_period: float = typer.Option(0.4, envvar="SCHEDD_RETRY_PERIOD", help="seconds"),
-    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="[host:]port (loopback)"),
     zombie_threshold: float = typer.Option(
         30.0,
         envvar="SCHEDD_ZOMBIE_THRESHOLD",
@@ -109,7 +119,8 @@ def cli(
     task_database_url: str = typer.Option(
         "",
         envvar="SCHEDD_TASK_DATABASE_URL",
-        help="for transactional tasks of the local executor: the database as the task role",
+        help="for transactional tasks of the local executor: the database as the task role; "
+        "set it in the environment: as a flag it is refused",
     ),
     retain_runs: float = typer.Option(
         30, envvar="SCHEDD_RETAIN_RUNS_DAYS", min=0, help="days finished runs are kept; 0: forever"
@@ -133,6 +144,9 @@ def cli(
         max=100_000,
         help="most task instances one mapped task expands into; more fails the task",
     ),
+    task_user: str = typer.Option(
+        "", envvar="SCHEDD_TASK_USER", help="the local executor runs tasks as this user (root only)"
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a scheduler replica: campaign for leadership and schedule while leading.
@@ -148,11 +162,16 @@ def cli(
         ) from None
     try:
         timing = LeaseTiming(ttl=lease_ttl, renew_deadline=renew_deadline, retry_period=retry_period)
+        etcd_auth = read_etcd_auth(os.environ)
+        task_environment = (
+            TaskEnvironment.for_runner(os.environ, task_user) if executor != "distributed" else None
+        )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     config = SchedulerConfig(
         database_url=database_url,
         etcd_endpoints=etcd_endpoints,
+        etcd_auth=etcd_auth,
         identity=identity or f"{socket.gethostname()}-{os.getpid()}",
         lease=timing,
         metrics_listen=metrics_listen,
@@ -160,6 +179,7 @@ def cli(
         executor=executor,
         parallelism=parallelism,
         task_database_url=task_database_url,
+        task_environment=task_environment,
         max_map_length=max_map_length,
         retention=Retention(
             runs=retain_runs * DAY,
@@ -171,6 +191,7 @@ def cli(
             audit=retain_audit * DAY,
         ),
     )
+    protect_secrets("schedd-scheduler", SECRET_VARIABLES, SECRET_FLAGS)
     try:
         asyncio.run(serve(config))
     except Unavailable as exc:

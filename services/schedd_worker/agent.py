@@ -79,6 +79,7 @@ class WorkerAgent:
             fetcher.fetch,
             directory=config.bundle_cache_dir,
             max_bytes=config.bundle_cache_bytes,
+            traversable_by_others=bool(config.task_environment and config.task_environment.user),
         )
         self.executor = AttemptExecutor(
             python_workers=config.python_workers or config.capacity,
@@ -87,6 +88,7 @@ class WorkerAgent:
             on_done=self._done,
             task_database_url=config.task_database_url,
             bundles=self.bundles,
+            environment=config.task_environment,
         )
         self.permit = Permit(AttemptWindows(), config.kill_grace, self._clock)
         self.fence = AttemptFence(

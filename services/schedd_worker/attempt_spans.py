@@ -7,7 +7,8 @@ it) when its run is traced. With tracing on in the worker, the attempt gets a sp
 ended (an error status unless it succeeded); the task sees the attempt span as its
 ``TRACEPARENT``, and the worker's log lines about the attempt carry its trace id. With tracing off
 the task sees the assignment's ``traceparent`` unchanged. An untraced run's tasks get no
-``TRACEPARENT`` (one in the worker's own environment is passed through as any other variable).
+``TRACEPARENT`` (one in the worker's own environment is not on the task environment's allow-list,
+``schedd_exec.environment``, and so does not pass).
 """
 
 from __future__ import annotations

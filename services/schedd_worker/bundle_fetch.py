@@ -3,8 +3,8 @@
 The registries are tried in the configured order; a registry that cannot be reached is skipped,
 an answer that no registry could change (the bundle does not exist, the token may not fetch it)
 ends the fetch at once. What arrives is checked by the cache (``schedd_exec.bundle_cache``: its
-SHA-256 must be the one asked for); here only its size is bounded, so a misbehaving peer cannot
-fill the worker's memory.
+SHA-256 must be the one asked for, and it must pass the archive checks before anything is
+unpacked); here only its size is bounded, so a misbehaving peer cannot fill the worker's memory.
 """
 
 from __future__ import annotations

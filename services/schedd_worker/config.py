@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schedd_coord.credentials import EtcdAuth
+from schedd_exec.environment import TaskEnvironment
 from schedd_rpc.tls import ClientTLS
 
 
@@ -20,6 +22,8 @@ class WorkerConfig:
     code_version: str = ""
     #: etcd endpoints for the worker's liveness lease; empty: heartbeats only.
     etcd_endpoints: str = ""
+    #: the etcd user (``SCHEDD_ETCD_USER``) of the liveness lease; None: no authentication
+    etcd_auth: EtcdAuth | None = None
     lease_ttl: int = 5
     #: Seconds between SIGTERM and SIGKILL when a task must stop. With a liveness lease it must be
     #: shorter than the lease's margin (TTL minus renew deadline), so a task stopped when the lease
@@ -37,8 +41,12 @@ class WorkerConfig:
     tls: ClientTLS | None = None
     #: host:port to serve Prometheus metrics on (``/metrics``); empty for none.
     metrics_listen: str = ""
-    #: Where code bundles are unpacked (``schedd_exec.bundle_cache``); empty: a directory of this
-    #: worker id in the system's temporary directory.
+    #: Where code bundles are unpacked (``schedd_exec.bundle_cache``): a directory only the worker's
+    #: user may use, refused at start-up otherwise; empty: ``$XDG_CACHE_HOME/schedd/bundles/<worker
+    #: id>`` (``~/.cache/...`` without the variable).
     bundle_cache_dir: str = ""
     #: Bytes of unpacked bundles kept on disk (bundles in use are kept anyway).
     bundle_cache_bytes: int = 1024 * 1024 * 1024
+    #: What task processes start with and as whom they run (``schedd_exec.environment``); None: the
+    #: allowed part of the worker's environment, as the worker's user.
+    task_environment: TaskEnvironment | None = None

@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 
 from schedd_coord.client import EtcdClient
-from schedd_coord.errors import CoordinationError
+from schedd_coord.credentials import EtcdAuth
+from schedd_coord.errors import CoordinationError, EtcdAuthFailed
 from schedd_coord.lease import KeptLease, LeaseTiming
 from schedd_coord.members import announce_worker
 from schedd_core.permits import Permit
@@ -38,6 +39,20 @@ def liveness_timing(ttl: int) -> LeaseTiming:
     return LeaseTiming(ttl=ttl, renew_deadline=ttl * 2 / 3, retry_period=ttl / 6)
 
 
+async def check_credentials(endpoints: str, auth: EtcdAuth | None) -> None:
+    """Raise EtcdAuthFailed when etcd refuses the worker's user; an unreachable etcd only warns
+    (the worker runs on registry acknowledgements until it answers)."""
+    client = EtcdClient(endpoints, auth=auth)
+    try:
+        await client.ping()
+    except EtcdAuthFailed:
+        raise
+    except CoordinationError as exc:
+        log.warning("etcd: %s; no liveness lease until it answers", exc)
+    finally:
+        await client.close()
+
+
 async def keep_liveness(
     endpoints: str,
     worker_id: str,
@@ -45,13 +60,16 @@ async def keep_liveness(
     timing: LeaseTiming,
     permit: Permit,
     on_change: Callable[[], None],
+    *,
+    auth: EtcdAuth | None = None,
 ) -> None:
-    """Hold the liveness key until cancelled, telling ``permit`` whether a lease backs it."""
-    client = EtcdClient(endpoints)
+    """Hold the liveness key until cancelled, telling ``permit`` whether a lease backs it.
+    ``auth``: the etcd user (``SCHEDD_ETCD_*`` when None)."""
+    client = EtcdClient(endpoints, auth=auth)
     delay = 0.2
     try:
         while True:
-            lease = KeptLease(endpoints, timing)
+            lease = KeptLease(endpoints, timing, auth=auth)
             try:
                 await lease.start()
                 await announce_worker(client, worker_id, incarnation, lease.lease_id)

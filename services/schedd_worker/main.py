@@ -11,24 +11,43 @@ from pathlib import Path
 
 import typer
 
+from schedd_coord.credentials import read_etcd_auth
+from schedd_coord.errors import EtcdAuthFailed
 from schedd_core.errors import InvalidArgument
+from schedd_exec.bundle_cache import BundleCacheUnsafe
+from schedd_exec.environment import TaskEnvironment
+from schedd_exec.process_secrets import protect_secrets, refuse_secret_flags
 from schedd_rpc.server import stop_signals
 from schedd_rpc.tls import ClientTLS
 from schedd_telemetry.setup import setup_telemetry
 from schedd_worker.agent import WorkerAgent, bounded
 from schedd_worker.config import WorkerConfig
-from schedd_worker.liveness import keep_liveness, liveness_timing
+from schedd_worker.enrollment import own_token_or_exit
+from schedd_worker.liveness import check_credentials, keep_liveness, liveness_timing
 
 log = logging.getLogger("schedd.worker")
 
+#: Read once, then removed from the environment (``schedd_exec.process_secrets``).
+SECRET_VARIABLES = (
+    "SCHEDD_WORKER_TOKEN",
+    "SCHEDD_WORKER_TOKEN_FILE",
+    "SCHEDD_ENROLL_TOKEN",
+    "SCHEDD_ENROLL_TOKEN_FILE",
+    "SCHEDD_TASK_DATABASE_URL",
+    "SCHEDD_ETCD_PASSWORD",
+)
+
 
 async def serve(config: WorkerConfig) -> None:
+    config = await own_token_or_exit(config, os.environ)
+    protect_secrets("schedd-worker", SECRET_VARIABLES)
     stop = stop_signals()
     agent = WorkerAgent(config)
     if config.metrics_listen:
         agent.metrics.serve(config.metrics_listen)
     liveness = None
     if config.etcd_endpoints:
+        await check_credentials(config.etcd_endpoints, config.etcd_auth)
         liveness = asyncio.create_task(
             keep_liveness(
                 config.etcd_endpoints,
@@ -37,6 +56,7 @@ async def serve(config: WorkerConfig) -> None:
                 liveness_timing(config.lease_ttl),
                 agent.permit,
                 agent.fence.poke,
+                auth=config.etcd_auth,
             )
         )
     try:
@@ -104,7 +124,8 @@ def cli(
     task_database_url: str = typer.Option(
         "",
         envvar="SCHEDD_TASK_DATABASE_URL",
-        help="the metadata database as the task role (a member of schedd_tasks), for transactional tasks",
+        help="the metadata database as the task role (a member of schedd_tasks), for transactional tasks; "
+        "set it in the environment: as a flag it is refused",
     ),
     token_file: str = typer.Option(
         "", envvar="SCHEDD_WORKER_TOKEN_FILE", help="a file holding the worker token (or SCHEDD_WORKER_TOKEN)"
@@ -116,25 +137,37 @@ def cli(
         "", envvar="SCHEDD_TLS_CERT_FILE", help="this worker's certificate (mutual TLS)"
     ),
     tls_key: str = typer.Option("", envvar="SCHEDD_TLS_KEY_FILE", help="its key"),
-    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="host:port for /metrics"),
+    metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="[host:]port (loopback)"),
     bundle_cache_dir: str = typer.Option(
-        "", envvar="SCHEDD_BUNDLE_CACHE_DIR", help="where code bundles are unpacked (default: a temp dir)"
+        "",
+        envvar="SCHEDD_BUNDLE_CACHE_DIR",
+        help="a private directory to unpack code bundles in (default: $XDG_CACHE_HOME/schedd/bundles/ID)",
     ),
     bundle_cache_mib: int = typer.Option(
         1024, envvar="SCHEDD_BUNDLE_CACHE_MIB", min=0, help="MiB of unpacked code bundles kept on disk"
+    ),
+    task_user: str = typer.Option(
+        "", envvar="SCHEDD_TASK_USER", help="run tasks as this user (a worker started as root only)"
     ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a worker: connect to a registry and run the tasks it assigns. SIGTERM drains it.
 
-    The worker token comes from ``SCHEDD_WORKER_TOKEN`` (or the file ``SCHEDD_WORKER_TOKEN_FILE``).
+    The worker token comes from ``SCHEDD_WORKER_TOKEN`` (or the file ``SCHEDD_WORKER_TOKEN_FILE``);
+    without one, an enrollment token (``SCHEDD_ENROLL_TOKEN``, ``SCHEDD_ENROLL_TOKEN_FILE``) gets the
+    worker a token of its own (``schedd_worker.enrollment``).
     Logs: ``SCHEDD_LOG_FORMAT`` (``text`` or ``json``); tracing: the standard ``OTEL_*`` variables.
     """
+    refuse_secret_flags("schedd-worker", {"--task-database-url": "SCHEDD_TASK_DATABASE_URL"})
     setup_telemetry("schedd-worker", log_level)
     hostname = socket.gethostname()
     with_lease = bool(etcd_endpoints)
     grace = default_kill_grace(lease_ttl, with_lease) if kill_grace is None else kill_grace
     check_kill_grace(grace, lease_ttl, with_lease)
+    try:
+        etcd_auth = read_etcd_auth(os.environ)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     config = WorkerConfig(
         registries=parse_registries(registry),
         worker_id=worker_id or f"{hostname}-{os.getpid()}",
@@ -143,6 +176,7 @@ def cli(
         queues=tuple(q.strip() for q in queues.split(",") if q.strip()),
         capacity=capacity,
         etcd_endpoints=etcd_endpoints,
+        etcd_auth=etcd_auth,
         lease_ttl=lease_ttl,
         kill_grace=grace,
         drain_grace=drain_grace,
@@ -153,8 +187,13 @@ def cli(
         metrics_listen=metrics_listen,
         bundle_cache_dir=bundle_cache_dir,
         bundle_cache_bytes=bundle_cache_mib * 1024 * 1024,
+        task_environment=task_environment(task_user),
     )
-    asyncio.run(serve(config))
+    try:
+        asyncio.run(serve(config))
+    except (EtcdAuthFailed, BundleCacheUnsafe) as exc:
+        typer.echo(f"schedd-worker: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def read_token(token_file: str) -> str:
@@ -164,6 +203,14 @@ def read_token(token_file: str) -> str:
         except OSError as exc:
             raise typer.BadParameter(f"cannot read the token file {token_file!r}: {exc.strerror}") from None
     return os.environ.get("SCHEDD_WORKER_TOKEN", "").strip()
+
+
+def task_environment(task_user: str) -> TaskEnvironment:
+    """What tasks start with (``schedd_exec.environment``), as ``task_user`` when given."""
+    try:
+        return TaskEnvironment.for_runner(os.environ, task_user)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def client_tls(ca: str, cert: str, key: str) -> ClientTLS | None:

@@ -63,7 +63,7 @@ COMPOSE_BREAKAGES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     ),
     "an unknown option of a subcommand in a script": (
         lambda d: d["services"]["worker-token"]["command"].__setitem__(
-            2, d["services"]["worker-token"]["command"][2].replace("--role worker", "--kind worker")
+            2, d["services"]["worker-token"]["command"][2].replace("--role enroll", "--kind enroll")
         ),
         "--kind is not an option",
     ),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from schedd_coord.access import API_USER, SCHEDULER_USER, WORKER_USER
 from tests.deploy import compose_wiring, consistency, schemas, sources
 from tests.deploy.containers import Container, compose_containers
 
@@ -39,7 +40,7 @@ def test_servers_require_tokens_and_serve_tls_from_mounted_certificates() -> Non
         assert env["SCHEDD_TLS_KEY_FILE"] == "/run/secrets/tls-server-key"
     worker = services["worker"]["environment"]
     assert worker["SCHEDD_TLS_CA_FILE"] == "/run/secrets/tls-ca"
-    assert worker["SCHEDD_WORKER_TOKEN_FILE"].startswith("/tokens/")
+    assert worker["SCHEDD_ENROLL_TOKEN_FILE"].startswith("/tokens/")
     # Tasks inherit the worker's environment: it must hold no database credentials.
     assert not {"SCHEDD_DATABASE_URL", "PGPASSWORD"} & set(worker)
 
@@ -54,3 +55,30 @@ def test_the_observability_profile_has_a_collector_prometheus_and_a_provisioned_
     assert (sources.COMPOSE_FILE.parent / dashboards_dir / sources.DASHBOARD_FILE.name).resolve() == (
         sources.DASHBOARD_FILE
     )
+
+
+ETCD_USERS = {"schedd-api": API_USER, "schedd-scheduler": SCHEDULER_USER, "schedd-worker": WORKER_USER}
+
+
+def test_each_service_reaches_etcd_as_its_own_user_after_etcd_init() -> None:
+    services = sources.compose()["services"]
+    checked = set()
+    for container in compose_containers(sources.compose()):
+        found = consistency.program(container)
+        if found is None or "SCHEDD_ETCD_ENDPOINTS" not in container.env or found[0] not in ETCD_USERS:
+            continue
+        user = ETCD_USERS[found[0]]
+        assert container.env.get("SCHEDD_ETCD_USER") == user, container.where
+        assert "SCHEDD_ETCD_PASSWORD" not in container.env, container.where  # a file, never a value
+        secret = str(container.env.get("SCHEDD_ETCD_PASSWORD_FILE")).removeprefix("/run/secrets/")
+        name = container.where.removeprefix("compose service ")
+        assert secret in services[name]["secrets"], container.where
+        assert services[name]["depends_on"]["etcd-init"] == {"condition": "service_completed_successfully"}
+        assert sources.compose()["secrets"][secret]["file"] == f"./secrets/etcd/{user}"
+        checked.add(found[0])
+    assert checked == set(ETCD_USERS)
+    init = services["etcd-init"]
+    assert init["command"] == ["schedd-etcd-setup"]
+    assert {s["target"] for s in init["secrets"] if isinstance(s, dict)} == {
+        f"etcd-users/{u}" for u in ETCD_USERS.values()
+    }

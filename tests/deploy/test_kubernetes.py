@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from schedd_coord.access import API_USER, SCHEDULER_USER, WORKER_USER
 from tests.deploy import consistency, kubernetes_wiring, schemas, sources
 from tests.deploy.cli_surface import ROOT
 from tests.deploy.containers import is_schedd_image, kubernetes_containers, pod_template
@@ -103,7 +104,7 @@ def test_only_workers_reach_the_registry_and_only_schedd_reaches_etcd(name: str)
         }
     ]
     etcd_clients = policies["etcd"]["spec"]["ingress"][0]["from"][0]["podSelector"]["matchExpressions"][0]
-    assert etcd_clients["values"] == ["api", "scheduler", "worker"]
+    assert etcd_clients["values"] == ["api", "scheduler", "worker", "etcd-init"]
 
 
 def test_production_uses_an_external_database_and_scales_workers_with_keda() -> None:
@@ -143,3 +144,29 @@ def test_every_secret_to_create_is_named_in_the_deployment_guide(name: str) -> N
     guide = (ROOT / "docs" / "deploy.md").read_text()
     missing = [s for s in kubernetes_wiring.secret_names(manifests) - generated if f"`{s}`" not in guide]
     assert missing == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_service_reaches_etcd_as_its_own_user_with_only_its_own_password(name: str) -> None:
+    users = {"schedd-api": API_USER, "schedd-scheduler": SCHEDULER_USER, "schedd-worker": WORKER_USER}
+    manifests = sources.render(name)
+    checked = 0
+    for manifest in manifests:
+        template = pod_template(manifest)
+        if template is None:
+            continue
+        volumes = {v["name"]: v for v in template["spec"].get("volumes") or []}
+        for container in template["spec"]["containers"]:
+            args = container.get("args") or []
+            env = {e["name"]: e.get("value") for e in container.get("env") or []}
+            if not args or args[0] not in users or "SCHEDD_ETCD_ENDPOINTS" not in env:
+                continue
+            assert env.get("SCHEDD_ETCD_USER") == users[args[0]], manifest["metadata"]["name"]
+            assert "SCHEDD_ETCD_PASSWORD" not in env
+            secret = volumes["etcd-password"]["secret"]
+            assert secret["secretName"] == "schedd-etcd"
+            assert [item["key"] for item in secret["items"]] == [users[args[0]]]
+            checked += 1
+    assert checked >= 4  # api, scheduler and a worker Deployment per queue
+    [init] = [m for m in manifests if m["kind"] == "Job" and m["metadata"]["name"] == "schedd-etcd-init"]
+    assert init["spec"]["template"]["spec"]["containers"][0]["args"] == ["schedd-etcd-setup"]

@@ -139,7 +139,9 @@ def test_the_new_trigger_rules_decide_as_airflow_3_does_through_the_services(
     for i, (rule, upstream, _) in enumerate(NEW_RULE_CASES):
         tasks.append(_sh(f"case{i}", "true", *upstream, trigger_rule=f"TRIGGER_RULE_{rule.upper()}"))
     spec = tmp_path / "new_rules.json"
-    spec.write_text(json.dumps({"dag_id": "new_rules", "tasks": tasks}))
+    spec.write_text(
+        json.dumps({"dag_id": "new_rules", "param_schemas": {"follow": {"required": True}}, "tasks": tasks})
+    )
     assert module_cluster.schedctl("dags", "register", str(spec)).returncode == 0
     run = module_cluster.schedctl(
         "runs", "trigger", "new_rules", "--run-id", "r1", "--conf", '{"follow": "x"}', "--wait", timeout=180

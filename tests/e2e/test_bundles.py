@@ -18,13 +18,15 @@ from typing import Any
 import grpc
 import pytest
 
+from schedctl.bundles import PIECE_BYTES
 from schedd.v1 import api_pb2, api_pb2_grpc, worker_pb2, worker_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.bundle_archive import MAX_ARCHIVE_BYTES, pack
+from schedd_core.bundle_archive import MAX_ARCHIVE_BYTES
 from schedd_devstack import LocalEtcd
 from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import make_base_dir
+from schedd_exec.bundle_pack import pack
 from tests.fixtures.services import schedctl
 
 pytestmark = pytest.mark.e2e
@@ -63,7 +65,7 @@ from schedd_sdk import dag, task
 step = task(task_id="step")(work.step)
 
 
-@dag(dag_id="bundled", params={{"markers": {markers!r}}})
+@dag(dag_id="bundled", params={{"markers": {markers!r}, "block": False}})
 def bundled():
     step()
 """
@@ -250,11 +252,12 @@ def test_bad_uploads_and_fetches_get_the_right_status(secured: Cluster, tmp_path
         stub = api_pb2_grpc.BundleServiceStub(channel)
 
         def upload(archive: bytes, sha256: str, metadata: Any = admin) -> Any:
-            request = api_pb2.UploadBundleRequest(archive=archive, sha256=sha256)
-            return stub.UploadBundle(request, metadata=metadata, timeout=RPC_TIMEOUT)
+            pieces = [archive[i : i + PIECE_BYTES] for i in range(0, len(archive), PIECE_BYTES)]
+            requests = [api_pb2.UploadBundleRequest(archive=piece, sha256=sha256) for piece in pieces]
+            return stub.UploadBundle(iter(requests), metadata=metadata, timeout=RPC_TIMEOUT)
 
         for archive, sha256, field in [
-            (b"\0" * (MAX_ARCHIVE_BYTES + 1), packed.sha256, "archive: is 16777217 bytes"),
+            (b"\0" * (MAX_ARCHIVE_BYTES + 1), packed.sha256, "archive: is more than 16777216 bytes"),
             (packed.archive, "0" * 64, "sha256: is 000"),
             (packed.archive, "not-a-hash", "sha256: must be a SHA-256"),
             (b"not a tar archive" * 64, packed.sha256, "archive: is not a tar archive"),

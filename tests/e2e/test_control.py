@@ -154,6 +154,7 @@ def _clear_dag(env: Env) -> None:
     env.register_once(
         {
             "dag_id": "ctl_clear",
+            "param_schemas": {"marker": {"type": "string", "required": True}},
             "tasks": [
                 {"task_id": "flaky", "python": {"target": "tests.e2e.semantics_tasks:fail_once"}},
                 sh("after", "true", "flaky"),

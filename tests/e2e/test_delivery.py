@@ -311,7 +311,11 @@ def test_python_tasks_pass_values_and_params_and_see_their_identity(
         "dag_id": "py_values",
         "tasks": [
             {"task_id": "produce", "python": {"target": f"{TASKS}:produce"}, "params": {"base": 21}},
-            {"task_id": "echo", "python": {"target": f"{TASKS}:echo_params"}, "params": {"greeting": "hi"}},
+            {
+                "task_id": "echo",
+                "python": {"target": f"{TASKS}:echo_params"},
+                "params": {"greeting": "hi", "from_conf": "no"},
+            },
             {"task_id": "consume", "upstream": ["produce", "echo"], "python": {"target": f"{TASKS}:consume"}},
             {"task_id": "env", "python": {"target": f"{TASKS}:schedd_env"}},
             {

@@ -53,6 +53,7 @@ def fan_out_spec(dag_id: str, **mapped_options: Any) -> dict[str, Any]:
     """numbers -> square (mapped over numbers, offset=0 partial) -> total(values=square's results)."""
     return {
         "dag_id": dag_id,
+        "param_schemas": {"n": {"type": "integer", "required": True}},
         "tasks": [
             python("numbers", "numbers"),
             python(
@@ -128,6 +129,7 @@ def test_a_failing_element_is_retried_alone(module_cluster: RunningCluster, tmp_
     dag_id = "mapped_retry"
     spec = {
         "dag_id": dag_id,
+        "param_schemas": {"n": {"type": "integer", "required": True}},
         "tasks": [
             python("numbers", "numbers"),
             python(

@@ -21,6 +21,7 @@ def _register(cluster: RunningCluster, tmp_path: Path) -> None:
     """numbers -> square, mapped over numbers' result (range(n) for the run's conf n)."""
     spec = {
         "dag_id": "map_ctl",
+        "param_schemas": {"n": {"type": "integer", "required": True}},
         "tasks": [
             {"task_id": "numbers", "python": {"target": f"{TASKS}:numbers"}},
             {

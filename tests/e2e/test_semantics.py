@@ -304,7 +304,8 @@ def semantics_env(
         worker_capacity=4,
         cwd=REPO,
         registry_env={"SCHEDD_HEARTBEAT_INTERVAL": "1"},
-        worker_env={EVENTS_FILE_ENV: str(events_file)},
+        # The callbacks (run by the workers' warm Python children) find the file through it.
+        worker_env={EVENTS_FILE_ENV: str(events_file), "SCHEDD_TASK_ENV_ALLOW": EVENTS_FILE_ENV},
     )
     try:
         began = time.monotonic()
@@ -445,7 +446,7 @@ def test_every_trigger_rule_after_a_failure_and_after_a_skip(env: Env) -> None:
     for name in RULES:
         tasks.append(sh(f"f_{name}", "true", "ok", "bad", trigger_rule=rule(name)))
         tasks.append(sh(f"s_{name}", "true", "x", "y", trigger_rule=rule(name)))
-    env.register({"dag_id": "sem_rules", "tasks": tasks})
+    env.register({"dag_id": "sem_rules", "param_schemas": {"follow": {"required": True}}, "tasks": tasks})
     env.trigger("sem_rules", "r1", {"follow": "x"})
     run = env.wait_run("sem_rules", "r1")
     states = env.states("sem_rules", "r1")
@@ -517,6 +518,7 @@ def test_branch_follows_the_returned_ids_and_skips_the_rest(
     env.register_once(
         {
             "dag_id": "sem_branch",
+            "param_schemas": {"follow": {"required": True}},
             "tasks": [
                 py("br", "choose", branch=True),
                 sh("left", "true", "br"),

@@ -29,7 +29,8 @@ def cluster(fresh_database_url: str, etcd_endpoints: str, tmp_path: Path) -> Ite
         tmp_path / "logs",
         workers=1,
         cwd=REPO_ROOT,
-        worker_env={"TX_EVENTS_FILE": str(events)},
+        # The success callbacks (run by the worker's warm Python children) find the file through it.
+        worker_env={"TX_EVENTS_FILE": str(events), "SCHEDD_TASK_ENV_ALLOW": "TX_EVENTS_FILE"},
     ) as c:
         # The user's table, and the rights the user gives the task role on it.
         c.fetch("CREATE TABLE tx_demo (key text PRIMARY KEY, attempt text NOT NULL)")

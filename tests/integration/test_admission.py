@@ -117,6 +117,7 @@ async def _finish(engine: AsyncEngine, which: Iterable[tuple[str, str, str]] | N
         engine,
         [
             AttemptResult(
+                worker_id="w",
                 ti_id=r.id,
                 attempt_id=str(r.attempt_id),
                 try_number=r.try_number,
@@ -445,6 +446,7 @@ async def _fail_running(engine: AsyncEngine) -> None:
         engine,
         [
             AttemptResult(
+                worker_id="w",
                 ti_id=r.id,
                 attempt_id=str(r.attempt_id),
                 try_number=r.try_number,

@@ -12,6 +12,7 @@ import aetcd
 import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs
 import pytest
 
+from schedd_coord.credentials import EtcdAuth, read_etcd_auth
 from schedd_devstack import DevStack, LocalEtcd, LocalPostgres
 from schedd_devstack.postgres import asyncpg_dsn
 from schedd_devstack.stack import DATABASE_URL_ENV, ETCD_ENDPOINTS_ENV, make_base_dir
@@ -19,9 +20,11 @@ from schedd_devstack.stack import DATABASE_URL_ENV, ETCD_ENDPOINTS_ENV, make_bas
 pytestmark = pytest.mark.integration
 
 
-def _etcd_client(endpoints: str) -> aetcd.Client:
+def _etcd_client(endpoints: str, auth: EtcdAuth | None = None) -> aetcd.Client:
     host, _, port = endpoints.split(",")[0].strip().rpartition(":")
-    return aetcd.Client(host=host, port=int(port))
+    if auth is None:
+        return aetcd.Client(host=host, port=int(port))
+    return aetcd.Client(host=host, port=int(port), username=auth.user, password=auth.password)
 
 
 def _process_exists(pid: int) -> bool:
@@ -59,7 +62,7 @@ async def test_database_answers_select_1(database_url: str) -> None:
 
 async def test_etcd_put_then_get(etcd_endpoints: str) -> None:
     key = f"/schedd-test/{secrets.token_hex(8)}".encode()
-    client = _etcd_client(etcd_endpoints)
+    client = _etcd_client(etcd_endpoints, read_etcd_auth(os.environ))  # the session etcd's root
     try:
         await client.put(key, b"v")
         result = await client.get(key)
@@ -156,8 +159,10 @@ async def test_private_etcd_kill_and_restart_keeps_data(private_etcd: LocalEtcd)
 def test_devstack_env_and_cleanup() -> None:
     with DevStack(durable=False) as stack:
         env = stack.env()
-        assert set(env) == {DATABASE_URL_ENV, ETCD_ENDPOINTS_ENV}
-        assert env[DATABASE_URL_ENV].startswith("postgresql+asyncpg://schedd@127.0.0.1:")
+        assert {DATABASE_URL_ENV, ETCD_ENDPOINTS_ENV} <= set(env)
+        assert env["SCHEDD_ETCD_USER"] == "root"  # etcd has authentication on
+        assert env[DATABASE_URL_ENV].startswith("postgresql+asyncpg://schedd:")  # a password: no trust
+        assert "@127.0.0.1:" in env[DATABASE_URL_ENV]
         pids = [stack.postgres.pid, stack.etcd.pid]
         base_dir = stack.base_dir
         assert stack.dead() == []

@@ -30,6 +30,7 @@ async def report(engine: AsyncEngine, claimed: list[dispatch.ClaimedAttempt], rn
         engine,
         [
             AttemptResult(
+                worker_id="w",
                 ti_id=c.ti_id,
                 attempt_id=c.attempt_id,
                 try_number=c.try_number,

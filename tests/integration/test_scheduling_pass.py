@@ -32,6 +32,7 @@ async def _finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> l
         engine,
         [
             AttemptResult(
+                worker_id="w",
                 ti_id=c.ti_id,
                 attempt_id=c.attempt_id,
                 try_number=c.try_number,
@@ -125,6 +126,7 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
     (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=5)
     now = datetime.now(UTC)
     ok = AttemptResult(
+        worker_id="w",
         ti_id=claimed.ti_id,
         attempt_id=claimed.attempt_id,
         try_number=claimed.try_number,
@@ -134,6 +136,7 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
         ended_at=now,
     )
     stale = AttemptResult(
+        worker_id="w",
         ti_id=claimed.ti_id,
         attempt_id="00000000-0000-0000-0000-000000000000",
         try_number=claimed.try_number,
@@ -149,6 +152,7 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
     ]
     # The contradicting report of the same attempt is stale too, and changes nothing.
     flipped = AttemptResult(
+        worker_id="w",
         ti_id=ok.ti_id,
         attempt_id=ok.attempt_id,
         try_number=ok.try_number,
@@ -226,6 +230,7 @@ async def test_a_report_with_another_try_number_is_stale_and_changes_nothing(eng
     (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=1)
     now = datetime.now(UTC)
     wrong_try = AttemptResult(
+        worker_id="w",
         ti_id=claimed.ti_id,
         attempt_id=claimed.attempt_id,
         try_number=claimed.try_number + 1,

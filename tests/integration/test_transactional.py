@@ -41,6 +41,7 @@ def _transaction(
         "ti_id": claimed.ti_id,
         "attempt_id": attempt_id or claimed.attempt_id,
         "try_number": claimed.try_number,
+        "secret": claimed.commit_secret,
         "started_at": datetime.now(UTC).isoformat(),
     }
 

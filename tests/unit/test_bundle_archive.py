@@ -1,23 +1,23 @@
-"""Packing a code bundle: deterministic archives, what is skipped, limits, and checking archives."""
+"""Packing a code bundle: deterministic archives, what is skipped, limits; checking archives and
+unpacking them read-only."""
 
 from __future__ import annotations
 
 import io
 import os
+import stat
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from schedd_core import bundle_archive
-from schedd_core.bundle_archive import (
-    BundleTooLarge,
-    check_archive,
-    import_root,
-    pack,
-    unpack,
-)
+from schedd_core.bundle_archive import BundleTooLarge, check_archive
 from schedd_core.errors import InvalidArgument
+from schedd_exec import bundle_pack
+from schedd_exec.bundle_pack import import_root, pack
+from schedd_exec.bundle_unpack import remove_tree, tree_problem, unpack
 
 
 def _tree(root: Path) -> Path:
@@ -72,7 +72,7 @@ def test_a_package_bundle_keeps_its_package_path(tmp_path: Path) -> None:
 def test_an_oversized_bundle_is_refused_naming_its_largest_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bundle_archive, "MAX_ARCHIVE_BYTES", 64 * 1024)
+    monkeypatch.setattr(bundle_pack, "MAX_ARCHIVE_BYTES", 64 * 1024)
     (tmp_path / "small.py").write_text("x = 1\n")
     (tmp_path / "big.bin").write_bytes(os.urandom(80 * 1024))
     with pytest.raises(BundleTooLarge, match=r"at most 65536 bytes.*big\.bin \(81920 bytes\)"):
@@ -84,6 +84,39 @@ def test_unpack_round_trips(tmp_path: Path) -> None:
     size = unpack(packed.archive, tmp_path / "out")
     assert (tmp_path / "out" / "pkg" / "tasks.py").read_text() == "VERSION = 1\n"
     assert size == sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert stat.S_IMODE((tmp_path / "out" / "run.sh").stat().st_mode) == 0o555  # executable kept
+    assert tree_problem(tmp_path / "out", packed.archive) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda out: (out / "pkg" / "tasks.py").write_text("VERSION = 2\n"), "'pkg/tasks.py' was changed"),
+        (lambda out: (out / "pkg" / "extra.py").write_text(""), "'pkg/extra.py' is not in the bundle"),
+        (lambda out: (out / "pkg" / "data.json").unlink(), "'pkg/data.json' is missing"),
+        (lambda out: (out / "pkg" / "__pycache__").mkdir(), "'pkg/__pycache__' is a directory"),
+        (lambda out: (out / "pkg" / "tasks.py").chmod(0o644), "'pkg/tasks.py' has mode 0644, not 0444"),
+        (
+            lambda out: (
+                (out / "pkg" / "data.json").unlink()
+                or (out / "pkg" / "data.json").symlink_to("/etc/hostname")
+            ),
+            "'pkg/data.json' is not a regular file",
+        ),
+    ],
+)
+def test_a_changed_tree_no_longer_matches_its_archive(
+    tmp_path: Path, change: Callable[[Path], object], problem: str
+) -> None:
+    packed = pack(_tree(tmp_path / "b"))
+    out = tmp_path / "out"
+    unpack(packed.archive, out)
+    (out / "pkg").chmod(0o755)
+    change(out)
+    (out / "pkg").chmod(0o555)
+    assert problem in (tree_problem(out, packed.archive) or "")
+    remove_tree(out)
+    assert not out.exists()
 
 
 def _tar(*entries: tarfile.TarInfo, data: bytes = b"") -> bytes:
@@ -110,8 +143,8 @@ def _entry(name: str, kind: bytes = tarfile.REGTYPE) -> tarfile.TarInfo:
         (_tar(_entry("../escape.py")), "not a normalised relative path"),
         (_tar(_entry("/abs.py")), "not a normalised relative path"),
         (_tar(_entry("a//b.py")), "not a normalised relative path"),
-        (_tar(_entry("link.py", tarfile.SYMTYPE)), "not a regular file"),
-        (_tar(_entry("dir", tarfile.DIRTYPE)), "not a regular file"),
+        (_tar(_entry("link.py", tarfile.SYMTYPE)), "is a symbolic link"),
+        (_tar(_entry("a.py"), _entry("a.py/b.py")), "is inside 'a.py', which is a file"),
         (_tar(_entry("a.py"), _entry("a.py")), "appears twice"),
     ],
 )

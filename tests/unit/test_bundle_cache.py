@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import stat
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from schedd_core.bundle_archive import PackedBundle, pack
 from schedd_exec.bundle_cache import BundleCache, BundleCacheBusy, BundleMismatch
+from schedd_exec.bundle_pack import PackedBundle, pack
 from schedd_exec.bundle_pools import BundlePools
 from schedd_exec.python_pool import PythonPool
 
@@ -76,7 +77,8 @@ async def test_a_fetched_archive_that_does_not_match_is_refused(tmp_path: Path) 
 async def test_eviction_is_lru_and_spares_bundles_in_use(tmp_path: Path) -> None:
     bundles = [_bundle(tmp_path / f"src{i}", i, padding=40_000) for i in range(4)]
     store = _Store(*bundles)
-    one_size = 40_000 + len((tmp_path / "src0" / "versioned.py").read_bytes())
+    # Each bundle takes its files and its kept archive.
+    one_size = 40_000 + len((tmp_path / "src0" / "versioned.py").read_bytes()) + len(bundles[0].archive)
     cache = BundleCache(tmp_path / "cache", store.fetch, max_bytes=2 * one_size)
     b0, b1, b2, b3 = (b.sha256 for b in bundles)
     async with cache.checkout(b0):
@@ -147,13 +149,29 @@ async def test_one_process_owns_a_cache_directory(tmp_path: Path) -> None:
 def test_an_owner_whose_default_directory_is_taken_gets_a_private_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     store = _Store()
-    first = BundleCache.for_owner("w1", store.fetch)
-    second = BundleCache.for_owner("w1", store.fetch)
-    assert first.root == tmp_path / "schedd-bundles-w1"
-    assert second.root != first.root and second.root.parent == tmp_path
+    first = BundleCache.for_owner("w1", store.fetch, env=env)
+    second = BundleCache.for_owner("w1", store.fetch, env=env)
+    assert first.root == tmp_path / "cache" / "schedd" / "bundles" / "w1"
+    assert second.root.parent == tmp_path / "tmp"
     second.close()
     assert not second.root.exists()  # a private directory goes with its owner
     first.close()
-    assert first.root.exists()  # the shared one stays for the next owner
+    assert first.root.exists()  # the cache stays for the next owner
+
+
+def test_a_default_directory_that_cannot_be_made_gives_a_private_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker whose home is read-only (a container's read-only root file system)."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "home").write_text("a file, so nothing can be made under it")
+    cache = BundleCache.for_owner("w1", _Store().fetch, env={"XDG_CACHE_HOME": str(tmp_path / "home")})
+    assert cache.root.parent == tmp_path / "tmp" and cache.root.name.startswith("schedd-bundles-w1-")
+    assert stat.S_IMODE(cache.root.stat().st_mode) == 0o700
+    cache.close()
+    assert not cache.root.exists()

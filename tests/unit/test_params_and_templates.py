@@ -42,7 +42,7 @@ def test_an_invalid_schema_is_an_authoring_error() -> None:
 
 
 def test_run_params_are_checked_with_the_conf_on_top() -> None:
-    spec = typed_dag(rows=Param(10, type="integer", minimum=1), table=Param(type="string")).to_spec()
+    spec = typed_dag(rows=Param(10, type="integer", minimum=1), table=Param(type="string"), extra=0).to_spec()
     check_run_params(spec, {"table": "t"})
     check_run_params(spec, {"table": "t", "rows": 2, "extra": [1]})  # a param without a schema: anything
     with pytest.raises(InvalidArgument, match=r"conf\.table: is required"):

@@ -1,6 +1,10 @@
-"""The one table of roles: every RPC of every proto has one, and the roles nest as documented."""
+"""The one table of roles: every RPC of every proto has one, the roles nest as documented, and
+docs/security.md's table of every RPC says what the code enforces."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +29,38 @@ def test_every_rpc_has_a_role() -> None:
 
 def test_the_table_names_no_rpc_that_does_not_exist() -> None:
     assert set(roles.METHODS) <= set(every_rpc())
+
+
+SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+_DOC_ROW = re.compile(r"^\| `(\w+)\.(\w+)` \| (\w+) \| (yes|no) \|$")
+
+
+def documented_roles() -> dict[str, tuple[str, bool]]:
+    """The rows of docs/security.md's table of every RPC: method -> (role, audited)."""
+    rows: dict[str, tuple[str, bool]] = {}
+    for line in SECURITY_DOC.read_text().splitlines():
+        match = _DOC_ROW.match(line.strip())
+        if match:
+            service, method, role, audited = match.groups()
+            rows[f"/schedd.v1.{service}/{method}"] = (role, audited == "yes")
+    return rows
+
+
+def test_the_documented_roles_are_the_enforced_ones() -> None:
+    documented = documented_roles()
+    enforced = {method: (access.role, access.audited) for method, access in roles.METHODS.items()}
+    differing = {
+        method: {"docs/security.md": documented.get(method), "roles.METHODS": enforced.get(method)}
+        for method in documented.keys() | enforced.keys()
+        if documented.get(method) != enforced.get(method)
+    }
+    assert not differing, differing
+
+
+def test_only_admins_delete() -> None:
+    deletes = [m for m in roles.METHODS if m.rsplit("/", 1)[-1].startswith("Delete")]
+    assert deletes
+    assert {m: roles.METHODS[m].role for m in deletes} == dict.fromkeys(deletes, roles.ADMIN)
 
 
 def test_every_rpc_that_changes_something_is_audited() -> None:

@@ -28,9 +28,13 @@ class UploadBundleRequest(_message.Message):
     ARCHIVE_FIELD_NUMBER: _builtins.int
     SHA256_FIELD_NUMBER: _builtins.int
     archive: _builtins.bytes
-    """An uncompressed tar as `schedctl dags register` packs it, at most 16 MiB."""
+    """The next piece of the archive: an uncompressed tar as `schedctl dags register` packs it, at
+    most 16 MiB in all. Pieces of 1 MiB are a good size.
+    """
     sha256: _builtins.str
-    """SHA-256 (lowercase hex) of archive."""
+    """SHA-256 (lowercase hex) of the whole archive: in the first message; later messages leave it
+    empty or repeat it.
+    """
     def __init__(
         self,
         *,
@@ -653,16 +657,26 @@ class CreateTokenRequest(_message.Message):
     ROLE_FIELD_NUMBER: _builtins.int
     WORKER_ID_FIELD_NUMBER: _builtins.int
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    MAX_USES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The token's name, unique (`ci-deployer`)."""
     role: _builtins.str
-    """viewer, operator, admin or worker."""
+    """viewer, operator, admin, worker or enroll."""
     worker_id: _builtins.str
     """Only for role worker: bind the token to this worker id."""
+    max_uses: _builtins.int
+    """Only for role enroll: how many workers it may enroll; 0: any number.
+    No request_id: the name is unique, so a retried call gets ALREADY_EXISTS and makes nothing.
+    """
     @_builtins.property
     def expire_time(self) -> _timestamp_pb2.Timestamp:
-        """Unset: never expires.
-        No request_id: the name is unique, so a retried call gets ALREADY_EXISTS and makes nothing.
+        """Unset: never expires."""
+
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only for roles worker and enroll: the queues a worker may subscribe to with it (or with the
+        tokens it enrolls); empty: any.
         """
 
     def __init__(
@@ -672,10 +686,12 @@ class CreateTokenRequest(_message.Message):
         role: _builtins.str = ...,
         worker_id: _builtins.str = ...,
         expire_time: _timestamp_pb2.Timestamp | None = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
+        max_uses: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time", "name", b"name", "role", b"role", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expire_time", b"expire_time", "max_uses", b"max_uses", "name", b"name", "queues", b"queues", "role", b"role", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -464,7 +464,7 @@ class BundleServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.UploadBundle = channel.unary_unary(
+        self.UploadBundle = channel.stream_unary(
                 '/schedd.v1.BundleService/UploadBundle',
                 request_serializer=schedd_dot_v1_dot_api__pb2.UploadBundleRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.UploadBundleResponse.FromString,
@@ -475,10 +475,12 @@ class BundleServiceServicer:
     """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md).
     """
 
-    def UploadBundle(self, request, context):
-        """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
-        error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
-        large, or does not hash to sha256.
+    def UploadBundle(self, request_iterator, context):
+        """Stores a bundle's archive under its SHA-256, sent as a stream of pieces (each message stays
+        under the server's message limit, 4 MiB by default). Uploading one that is stored already is
+        not an error (created is false). INVALID_ARGUMENT, naming the field or the archive's member,
+        when the archive is not a bundle archive, grows past 16 MiB, or does not hash to sha256;
+        nothing is stored then.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -487,7 +489,7 @@ class BundleServiceServicer:
 
 def add_BundleServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'UploadBundle': grpc.unary_unary_rpc_method_handler(
+            'UploadBundle': grpc.stream_unary_rpc_method_handler(
                     servicer.UploadBundle,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.UploadBundleRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.UploadBundleResponse.SerializeToString,
@@ -505,7 +507,7 @@ class BundleService:
     """
 
     @staticmethod
-    def UploadBundle(request,
+    def UploadBundle(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -515,8 +517,8 @@ class BundleService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_unary(
+            request_iterator,
             target,
             '/schedd.v1.BundleService/UploadBundle',
             schedd_dot_v1_dot_api__pb2.UploadBundleRequest.SerializeToString,

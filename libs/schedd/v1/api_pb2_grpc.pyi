@@ -162,10 +162,12 @@ class BundleServiceStub:
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> BundleServiceAsyncStub: ...
-    UploadBundle: _grpc.UnaryUnaryMultiCallable[_api_pb2.UploadBundleRequest, _api_pb2.UploadBundleResponse]
-    """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
-    error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
-    large, or does not hash to sha256.
+    UploadBundle: _grpc.StreamUnaryMultiCallable[_api_pb2.UploadBundleRequest, _api_pb2.UploadBundleResponse]
+    """Stores a bundle's archive under its SHA-256, sent as a stream of pieces (each message stays
+    under the server's message limit, 4 MiB by default). Uploading one that is stored already is
+    not an error (created is false). INVALID_ARGUMENT, naming the field or the archive's member,
+    when the archive is not a bundle archive, grows past 16 MiB, or does not hash to sha256;
+    nothing is stored then.
     """
 
 @_typing.type_check_only
@@ -173,10 +175,12 @@ class BundleServiceAsyncStub(BundleServiceStub):
     """Code bundles: archives of Python modules that DAG versions pin (docs/bundles.md)."""
 
     def __init__(self, channel: _aio.Channel) -> None: ...
-    UploadBundle: _aio.UnaryUnaryMultiCallable[_api_pb2.UploadBundleRequest, _api_pb2.UploadBundleResponse]  # type: ignore[assignment]
-    """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
-    error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
-    large, or does not hash to sha256.
+    UploadBundle: _aio.StreamUnaryMultiCallable[_api_pb2.UploadBundleRequest, _api_pb2.UploadBundleResponse]  # type: ignore[assignment]
+    """Stores a bundle's archive under its SHA-256, sent as a stream of pieces (each message stays
+    under the server's message limit, 4 MiB by default). Uploading one that is stored already is
+    not an error (created is false). INVALID_ARGUMENT, naming the field or the archive's member,
+    when the archive is not a bundle archive, grows past 16 MiB, or does not hash to sha256;
+    nothing is stored then.
     """
 
 class BundleServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -185,12 +189,14 @@ class BundleServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
     def UploadBundle(
         self,
-        request: _api_pb2.UploadBundleRequest,
+        request_iterator: _MaybeAsyncIterator[_api_pb2.UploadBundleRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.UploadBundleResponse, _abc.Awaitable[_api_pb2.UploadBundleResponse]]:
-        """Stores a bundle's archive under its SHA-256. Uploading one that is stored already is not an
-        error (created is false). INVALID_ARGUMENT when the archive is not a bundle archive, is too
-        large, or does not hash to sha256.
+        """Stores a bundle's archive under its SHA-256, sent as a stream of pieces (each message stays
+        under the server's message limit, 4 MiB by default). Uploading one that is stored already is
+        not an error (created is false). INVALID_ARGUMENT, naming the field or the archive's member,
+        when the archive is not a bundle archive, grows past 16 MiB, or does not hash to sha256;
+        nothing is stored then.
         """
 
 def add_BundleServiceServicer_to_server(servicer: BundleServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -811,6 +811,7 @@ class DagSpec(_message.Message):
     SCHEDULE_INTERVAL_FIELD_NUMBER: _builtins.int
     CODE_BUNDLE_FIELD_NUMBER: _builtins.int
     PARAM_SCHEMAS_FIELD_NUMBER: _builtins.int
+    ALLOW_UNDECLARED_CONF_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     description: _builtins.str
     schedule: _builtins.str
@@ -829,6 +830,11 @@ class DagSpec(_message.Message):
     """SHA-256 (lowercase hex) of the code bundle (BundleService.UploadBundle) the DAG's Python
     tasks are imported from; part of the version, so new code makes a new version. Empty: workers
     import them from their own environment. See docs/bundles.md.
+    """
+    allow_undeclared_conf: _builtins.bool
+    """Whether a run's conf may set keys the DAG does not declare (in `params`, `param_schemas` or a
+    task's `params`). False (the default): such a conf is refused with INVALID_ARGUMENT naming
+    `conf.<key>` and no run is made.
     """
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
@@ -884,10 +890,11 @@ class DagSpec(_message.Message):
         schedule_interval: _duration_pb2.Duration | None = ...,
         code_bundle: _builtins.str = ...,
         param_schemas: _struct_pb2.Struct | None = ...,
+        allow_undeclared_conf: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["catchup", b"catchup", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_undeclared_conf", b"allow_undeclared_conf", "catchup", b"catchup", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1276,14 +1283,20 @@ class ApiToken(_message.Message):
     EXPIRE_TIME_FIELD_NUMBER: _builtins.int
     REVOKE_TIME_FIELD_NUMBER: _builtins.int
     TOKEN_ID_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    MAX_USES_FIELD_NUMBER: _builtins.int
+    USES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     role: _builtins.str
-    """viewer, operator, admin or worker."""
+    """viewer, operator, admin, worker or enroll."""
     worker_id: _builtins.str
     """For a worker token bound to one worker: the only worker id it may connect as."""
     created_by: _builtins.str
     token_id: _builtins.str
     """The token's public id (the part after `sdt_`), which appears in it; not a secret."""
+    max_uses: _builtins.int
+    """For an enrollment token: how many workers it may enroll (0: any number) and how many it did."""
+    uses: _builtins.int
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1293,6 +1306,10 @@ class ApiToken(_message.Message):
     @_builtins.property
     def revoke_time(self) -> _timestamp_pb2.Timestamp:
         """Set once revoked; a revoked token authenticates nothing."""
+
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """For a worker or enrollment token: the queues a worker may subscribe to with it; empty: any."""
 
     def __init__(
         self,
@@ -1305,10 +1322,13 @@ class ApiToken(_message.Message):
         expire_time: _timestamp_pb2.Timestamp | None = ...,
         revoke_time: _timestamp_pb2.Timestamp | None = ...,
         token_id: _builtins.str = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
+        max_uses: _builtins.int = ...,
+        uses: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "expire_time", b"expire_time", "revoke_time", b"revoke_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "created_by", b"created_by", "expire_time", b"expire_time", "name", b"name", "revoke_time", b"revoke_time", "role", b"role", "token_id", b"token_id", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "created_by", b"created_by", "expire_time", b"expire_time", "max_uses", b"max_uses", "name", b"name", "queues", b"queues", "revoke_time", b"revoke_time", "role", b"role", "token_id", b"token_id", "uses", b"uses", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

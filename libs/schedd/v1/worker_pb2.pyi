@@ -66,6 +66,59 @@ TASK_OUTCOME_SKIPPED: TaskOutcome.ValueType  # 5
 Global___TaskOutcome: _TypeAlias = TaskOutcome  # noqa: Y015
 
 @_typing.final
+class EnrollRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    worker_id: _builtins.str
+    """The worker id the new token is bound to."""
+    def __init__(
+        self,
+        *,
+        worker_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnrollRequest: _TypeAlias = EnrollRequest  # noqa: Y015
+
+@_typing.final
+class EnrollResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    worker_id: _builtins.str
+    token: _builtins.str
+    """`sdt_<token id>_<secret>`, shown only this once; the worker connects with it."""
+    name: _builtins.str
+    """The token's name (`<worker id>.<token id>`), to revoke it."""
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The queues the token may subscribe to (empty: any)."""
+
+    def __init__(
+        self,
+        *,
+        worker_id: _builtins.str = ...,
+        token: _builtins.str = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "queues", b"queues", "token", b"token", "worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnrollResponse: _TypeAlias = EnrollResponse  # noqa: Y015
+
+@_typing.final
 class FetchBundleRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -518,6 +571,7 @@ class Assignment(_message.Message):
     PARAMS_FIELD_NUMBER: _builtins.int
     UPSTREAM_RESULTS_JSON_FIELD_NUMBER: _builtins.int
     TRANSACTIONAL_FIELD_NUMBER: _builtins.int
+    COMMIT_SECRET_FIELD_NUMBER: _builtins.int
     TRACEPARENT_FIELD_NUMBER: _builtins.int
     QUEUED_TIME_FIELD_NUMBER: _builtins.int
     CODE_BUNDLE_FIELD_NUMBER: _builtins.int
@@ -536,6 +590,10 @@ class Assignment(_message.Message):
     """JSON object of the values returned by the task's direct upstream tasks, by task id."""
     transactional: _builtins.bool
     """Commit the task's database work with its success (see TaskSpec.transactional)."""
+    commit_secret: _builtins.str
+    """With transactional: the attempt's commit secret, which schedd_commit_attempt requires (only its
+    SHA-256 is stored). The worker hands it to the attempt's process alone, never to its environment.
+    """
     traceparent: _builtins.str
     """W3C traceparent of the task's span when its run is traced; empty otherwise. The worker's
     attempt span continues it, and the task sees it (or the attempt span's) as TRACEPARENT.
@@ -604,6 +662,7 @@ class Assignment(_message.Message):
         params: _struct_pb2.Struct | None = ...,
         upstream_results_json: _builtins.str = ...,
         transactional: _builtins.bool = ...,
+        commit_secret: _builtins.str = ...,
         traceparent: _builtins.str = ...,
         queued_time: _timestamp_pb2.Timestamp | None = ...,
         code_bundle: _builtins.str = ...,
@@ -616,7 +675,7 @@ class Assignment(_message.Message):
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "env", b"env", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "run_id", b"run_id", "sensor", b"sensor", "shell", b"shell", "task_id", b"task_id", "traceparent", b"traceparent", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "code_bundle", b"code_bundle", "commit_secret", b"commit_secret", "dag_id", b"dag_id", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "env", b"env", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "run_id", b"run_id", "sensor", b"sensor", "shell", b"shell", "task_id", b"task_id", "traceparent", b"traceparent", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__map_index: _TypeAlias = _typing.Literal["map_index"]  # noqa: Y015
     _WhichOneofArgType__map_index: _TypeAlias = _typing.Literal["_map_index", b"_map_index"]  # noqa: Y015
@@ -733,7 +792,7 @@ Global___Drain: _TypeAlias = Drain  # noqa: Y015
 class ReportAck(_message.Message):
     """The registry's answer to a result report. code is a gRPC status code:
     OK when applied (or already applied), FAILED_PRECONDITION when the attempt
-    is no longer current.
+    is no longer current, PERMISSION_DENIED when another worker holds it.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -44,6 +44,11 @@ class WorkerRegistryStub:
                 request_serializer=schedd_dot_v1_dot_worker__pb2.FetchBundleRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_worker__pb2.BundleChunk.FromString,
                 _registered_method=True)
+        self.Enroll = channel.unary_unary(
+                '/schedd.v1.WorkerRegistry/Enroll',
+                request_serializer=schedd_dot_v1_dot_worker__pb2.EnrollRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_worker__pb2.EnrollResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerRegistryServicer:
@@ -62,6 +67,15 @@ class WorkerRegistryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Enroll(self, request, context):
+        """Called with an enrollment token (role enroll, the only RPC it may call): issues a worker token
+        bound to worker_id and to the enrollment token's queues, spending one of its uses.
+        ALREADY_EXISTS while a usable token is bound to worker_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerRegistryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -74,6 +88,11 @@ def add_WorkerRegistryServicer_to_server(servicer, server):
                     servicer.FetchBundle,
                     request_deserializer=schedd_dot_v1_dot_worker__pb2.FetchBundleRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_worker__pb2.BundleChunk.SerializeToString,
+            ),
+            'Enroll': grpc.unary_unary_rpc_method_handler(
+                    servicer.Enroll,
+                    request_deserializer=schedd_dot_v1_dot_worker__pb2.EnrollRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_worker__pb2.EnrollResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -130,6 +149,33 @@ class WorkerRegistry:
             '/schedd.v1.WorkerRegistry/FetchBundle',
             schedd_dot_v1_dot_worker__pb2.FetchBundleRequest.SerializeToString,
             schedd_dot_v1_dot_worker__pb2.BundleChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Enroll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.WorkerRegistry/Enroll',
+            schedd_dot_v1_dot_worker__pb2.EnrollRequest.SerializeToString,
+            schedd_dot_v1_dot_worker__pb2.EnrollResponse.FromString,
             options,
             channel_credentials,
             insecure,

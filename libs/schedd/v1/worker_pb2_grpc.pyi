@@ -39,6 +39,11 @@ class WorkerRegistryStub:
     Connect: _grpc.StreamStreamMultiCallable[_worker_pb2.WorkerMessage, _worker_pb2.RegistryMessage]
     FetchBundle: _grpc.UnaryStreamMultiCallable[_worker_pb2.FetchBundleRequest, _worker_pb2.BundleChunk]
     """The archive of a code bundle, in chunks (NOT_FOUND for a hash never uploaded)."""
+    Enroll: _grpc.UnaryUnaryMultiCallable[_worker_pb2.EnrollRequest, _worker_pb2.EnrollResponse]
+    """Called with an enrollment token (role enroll, the only RPC it may call): issues a worker token
+    bound to worker_id and to the enrollment token's queues, spending one of its uses.
+    ALREADY_EXISTS while a usable token is bound to worker_id.
+    """
 
 @_typing.type_check_only
 class WorkerRegistryAsyncStub(WorkerRegistryStub):
@@ -46,6 +51,11 @@ class WorkerRegistryAsyncStub(WorkerRegistryStub):
     Connect: _aio.StreamStreamMultiCallable[_worker_pb2.WorkerMessage, _worker_pb2.RegistryMessage]  # type: ignore[assignment]
     FetchBundle: _aio.UnaryStreamMultiCallable[_worker_pb2.FetchBundleRequest, _worker_pb2.BundleChunk]  # type: ignore[assignment]
     """The archive of a code bundle, in chunks (NOT_FOUND for a hash never uploaded)."""
+    Enroll: _aio.UnaryUnaryMultiCallable[_worker_pb2.EnrollRequest, _worker_pb2.EnrollResponse]  # type: ignore[assignment]
+    """Called with an enrollment token (role enroll, the only RPC it may call): issues a worker token
+    bound to worker_id and to the enrollment token's queues, spending one of its uses.
+    ALREADY_EXISTS while a usable token is bound to worker_id.
+    """
 
 class WorkerRegistryServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -62,5 +72,16 @@ class WorkerRegistryServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_worker_pb2.BundleChunk], _abc.AsyncIterator[_worker_pb2.BundleChunk]]:
         """The archive of a code bundle, in chunks (NOT_FOUND for a hash never uploaded)."""
+
+    @_abc_1.abstractmethod
+    def Enroll(
+        self,
+        request: _worker_pb2.EnrollRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_worker_pb2.EnrollResponse, _abc.Awaitable[_worker_pb2.EnrollResponse]]:
+        """Called with an enrollment token (role enroll, the only RPC it may call): issues a worker token
+        bound to worker_id and to the enrollment token's queues, spending one of its uses.
+        ALREADY_EXISTS while a usable token is bound to worker_id.
+        """
 
 def add_WorkerRegistryServicer_to_server(servicer: WorkerRegistryServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -43,6 +43,16 @@ LOCK_RUN_TASKS = _sql(
     "WHERE run_pk = :run_pk ORDER BY id FOR UPDATE"
 )
 
+#: The attempts of these task instances, held by these workers, that are no longer current (stopped by
+#: a user, or superseded): what a registry tells its workers to stop when a cancel notification names
+#: the task instances. A read only, so a forged notification cannot stop a current attempt.
+STALE_ATTEMPTS_OF_WORKERS = _sql(
+    "SELECT a.worker_id, a.ti_id, a.try_number, a.attempt_id FROM task_attempts a "
+    "JOIN task_instances ti ON ti.id = a.ti_id "
+    "WHERE a.ti_id = ANY(CAST(:ti_ids AS bigint[])) AND a.worker_id = ANY(CAST(:worker_ids AS text[])) "
+    "AND NOT (ti.state = 'running' AND ti.attempt_id = a.attempt_id)"
+)
+
 #: Stops the running attempts of a run (cancel) or of chosen task instances (clear, mark).
 STOP_RUNNING = _guarded(
     "WITH failed AS ("

@@ -22,13 +22,14 @@ RECORD_WORKER_HEARTBEAT = _sql(
 )
 
 #: Marks attempts as lost for the scheduler to fail over at once: their worker said it does not run
-#: them (handed back). Conditional on the attempt, so an attempt that already finished is left alone.
+#: them (handed back). Conditional on the attempt and on the worker that reports it holding it, so an
+#: attempt that already finished, or another worker's, is left alone.
 MARK_ATTEMPTS_LOST = _sql(
     "UPDATE task_instances ti SET lost_reported = true "
-    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), CAST(:try_numbers AS int[])) "
-    "AS h(ti_id, attempt_id, try_number) "
+    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), CAST(:try_numbers AS int[]), "
+    "CAST(:worker_ids AS text[])) AS h(ti_id, attempt_id, try_number, worker_id) "
     "WHERE ti.id = h.ti_id AND ti.attempt_id = h.attempt_id AND ti.try_number = h.try_number "
-    "AND ti.state = 'running' RETURNING ti.id"
+    "AND ti.worker_id = h.worker_id AND ti.state = 'running' RETURNING ti.id"
 )
 
 #: On a worker's hello: every attempt assigned to that worker id that it does not report running
@@ -92,14 +93,31 @@ SECONDS_UNTIL_ATTEMPT_LOST = _sql(
     "FROM task_instances ti LEFT JOIN workers w ON w.worker_id = ti.worker_id WHERE ti.state = 'running'"
 )
 
+#: Stores captured output of attempts, each chunk only from the worker the attempt was claimed for
+#: (``a.worker_id = l.worker_id``; a chunk of another worker's attempt is dropped), and only while the
+#: attempt's stored output (``task_attempts.log_bytes``, counted here, whatever offsets the worker
+#: sends) stays within :max_bytes: a chunk that would pass it is dropped, and so is every later one of
+#: the batch for that attempt. The attempt rows are locked first, so concurrent batches count in turn.
 APPEND_LOGS = _sql(
-    "INSERT INTO task_logs (ti_id, try_number, attempt_id, byte_offset, data) "
-    "SELECT ti.id, a.try_number, l.attempt_id, l.byte_offset, l.data "
-    "FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), CAST(:offsets AS bigint[]), "
-    "CAST(:data AS text[])) AS l(ti_id, attempt_id, byte_offset, data) "
-    "JOIN task_instances ti ON ti.id = l.ti_id "
-    "JOIN task_attempts a ON a.attempt_id = l.attempt_id AND a.ti_id = ti.id "
-    "WHERE l.byte_offset < :max_bytes"
+    "WITH l AS ("
+    "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
+    "  CAST(:worker_ids AS text[]), CAST(:offsets AS bigint[]), CAST(:data AS text[])) WITH ORDINALITY "
+    "  AS l(ti_id, attempt_id, worker_id, byte_offset, data, n)"
+    "), a AS ("
+    "  SELECT attempt_id, ti_id, try_number, worker_id, log_bytes FROM task_attempts "
+    "  WHERE attempt_id IN (SELECT attempt_id FROM l) ORDER BY attempt_id FOR UPDATE"
+    "), counted AS ("
+    "  SELECT l.ti_id, a.try_number, l.attempt_id, l.byte_offset, l.data, "
+    "  a.log_bytes + sum(octet_length(l.data)) OVER (PARTITION BY l.attempt_id ORDER BY l.n) AS end_bytes "
+    "  FROM l JOIN a ON a.attempt_id = l.attempt_id AND a.ti_id = l.ti_id AND a.worker_id = l.worker_id"
+    "), stored AS ("
+    "  INSERT INTO task_logs (ti_id, try_number, attempt_id, byte_offset, data) "
+    "  SELECT ti_id, try_number, attempt_id, byte_offset, data FROM counted WHERE end_bytes <= :max_bytes "
+    "  RETURNING attempt_id, octet_length(data) AS size"
+    ") "
+    "UPDATE task_attempts a SET log_bytes = a.log_bytes + s.size "
+    "FROM (SELECT attempt_id, sum(size) AS size FROM stored GROUP BY attempt_id) s "
+    "WHERE a.attempt_id = s.attempt_id"
 )
 
 READ_LOGS = _sql(

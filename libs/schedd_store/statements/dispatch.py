@@ -13,6 +13,8 @@ from schedd_store.statements.guards import A, T, W, _guarded, _sql
 #: task_instances_claim_idx that stops after as many rows as there are slots), so a claim costs the
 #: same with 100,000 task instances queued as with ten. SKIP LOCKED lets several registries claim side
 #: by side without ever handing out one attempt twice. Records each attempt in task_attempts.
+#: Each attempt gets a random commit secret, returned here and stored only as its SHA-256 (the
+#: proof a transactional task gives schedd_commit_attempt; migration 0019).
 CLAIM_TASK_INSTANCES = _guarded(
     "WITH candidates AS ("
     "  SELECT c.id, c.priority_weight, c.logical_date FROM unnest(CAST(:queues AS text[])) AS q(name) "
@@ -29,29 +31,32 @@ CLAIM_TASK_INSTANCES = _guarded(
     "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
     "  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) "
     "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.map_index, ti.try_number, ti.attempt_id, ti.worker_id, "
-    "  ti.queued_at, ti.first_poke_at"
+    "  ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret"
     "), recorded AS ("
-    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state) "
-    "  SELECT attempt_id, id, try_number, worker_id, 'running' FROM claimed"
+    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, commit_secret_hash) "
+    "  SELECT attempt_id, id, try_number, worker_id, 'running', sha256(convert_to(commit_secret, 'UTF8')) "
+    "  FROM claimed"
     ") "
     "SELECT c.id, c.task_id, c.map_index, c.try_number, c.attempt_id, c.run_pk, c.worker_id, r.dag_id, "
     "r.run_id, r.logical_date, r.dag_version_id, r.conf, r.run_type, r.data_interval_start, "
     "r.data_interval_end, c.queued_at, r.trace_context, c.first_poke_at, "
     "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
-    "AS run_has_results "
+    "AS run_has_results, c.commit_secret "
     "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk",
     ti=({T.QUEUED}, {T.RUNNING}),
 )
 
-#: Applies a batch of attempt results. Each row changes only while its attempt is current and
-#: running; the attempt's history row changes with it. Returns the rows applied.
+#: Applies a batch of attempt results. Each row changes only while its attempt is current, running
+#: and held by the worker whose stream reported it (``ti.worker_id = r.worker_id``); the attempt's
+#: history row changes with it. Returns the rows applied.
 APPLY_RESULTS = _guarded(
     "WITH r AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
     "  CAST(:try_numbers AS int[]), CAST(:targets AS text[]), CAST(:exit_codes AS int[]), "
     "  CAST(:errors AS text[]), CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), "
-    "  CAST(:results AS jsonb[]), CAST(:no_retries AS boolean[])) "
-    "  AS r(ti_id, attempt_id, try_number, target, exit_code, error, started_at, ended_at, result, no_retry)"
+    "  CAST(:results AS jsonb[]), CAST(:no_retries AS boolean[]), CAST(:worker_ids AS text[])) "
+    "  AS r(ti_id, attempt_id, try_number, target, exit_code, error, started_at, ended_at, result, no_retry, "
+    "  worker_id)"
     "), locked AS ("
     "  SELECT id FROM task_instances WHERE id IN (SELECT ti_id FROM r) ORDER BY id FOR UPDATE"
     "), applied AS ("
@@ -69,7 +74,7 @@ APPLY_RESULTS = _guarded(
     "  error = NULLIF(r.error, ''), result = r.result "
     "  FROM r JOIN locked ON locked.id = r.ti_id "
     "  WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.try_number = r.try_number "
-    "  AND ti.state = ANY(:ti_sources) "
+    "  AND ti.worker_id = r.worker_id AND ti.state = ANY(:ti_sources) "
     "  RETURNING ti.id, ti.run_pk, ti.attempt_id, ti.state, ti.callback_events, ti.dag_id, ti.task_id, "
     "  ti.try_number, ti.error"
     "), callbacks AS ("
@@ -92,15 +97,24 @@ APPLY_RESULTS = _guarded(
     attempt=({A.RUNNING}, {A.SUCCESS, A.FAILED}),
 )
 
-#: The recorded outcome of attempts (the whole attempt: id and try number), to tell a repeated report
-#: from a stale one.
+#: The recorded outcome of attempts (the whole attempt: id and try number), and whether the reporting
+#: worker is the one the attempt was claimed for, to tell a repeated report from a stale one and from
+#: one about another worker's attempt. Only the answer to the worker depends on it: every change is
+#: conditional on the worker in its own statement.
 ATTEMPT_OUTCOMES = _sql(
-    "SELECT a.attempt_id, a.state FROM task_attempts a "
-    "JOIN unnest(CAST(:ids AS uuid[]), CAST(:try_numbers AS int[])) AS r(attempt_id, try_number) "
+    "SELECT a.attempt_id, a.state, a.worker_id = r.worker_id AS held FROM task_attempts a "
+    "JOIN unnest(CAST(:ids AS uuid[]), CAST(:try_numbers AS int[]), CAST(:worker_ids AS text[])) "
+    "AS r(attempt_id, try_number, worker_id) "
     "ON a.attempt_id = r.attempt_id AND a.try_number = r.try_number"
 )
 
 #: Records a connecting worker with the windows its registry granted it (see FAIL_OVER_LOST_ATTEMPTS).
+#: No row while the worker id has a live stream: its row is live (:live_states, active or draining)
+#: under another incarnation and was heard within its silence limit (a second stream must not take
+#: it over). The same incarnation reconnecting (its old stream broken, on this registry or another)
+#: is admitted, as is a new one once the old stream ended (the row is gone) or went silent past its
+#: limit.
+#: :replace_live admits it regardless (a scheduler's local executor, which has no stream).
 UPSERT_WORKER = _guarded(
     "INSERT INTO workers (worker_id, hostname, queues, capacity, code_version, state, registry, incarnation, "
     "registered_at, last_seen_at, heartbeat_at, fence_window, silence_limit) VALUES (:worker_id, :hostname, "
@@ -113,12 +127,22 @@ UPSERT_WORKER = _guarded(
     "state = CASE WHEN workers.drain_requested AND workers.incarnation = EXCLUDED.incarnation "
     "  THEN 'draining' ELSE 'active' END, "
     "incarnation = EXCLUDED.incarnation WHERE workers.state = ANY(:worker_sources) "
+    "AND (:replace_live OR NOT workers.state = ANY(:live_states) "
+    "  OR workers.incarnation = EXCLUDED.incarnation "
+    "  OR workers.heartbeat_at < now() - make_interval(secs => workers.silence_limit)) "
     "RETURNING drain_requested",
     worker=(set(W), {W.ACTIVE, W.DRAINING}),
 )
 
+#: The stream of one incarnation on one registry ended (a newer stream of the worker keeps its row).
 MARK_WORKER_GONE = _guarded(
     "UPDATE workers SET state = 'gone', last_seen_at = now() WHERE worker_id = :worker_id "
-    "AND registry = :registry AND state = ANY(:worker_sources)",
+    "AND registry = :registry AND incarnation = :incarnation AND state = ANY(:worker_sources)",
     worker=({W.ACTIVE, W.DRAINING}, {W.GONE}),
+)
+
+#: Where and how recently a worker id's live stream was heard (for the message refusing a second one).
+LIVE_WORKER = _sql(
+    "SELECT registry, EXTRACT(EPOCH FROM now() - heartbeat_at) AS silent_for FROM workers "
+    "WHERE worker_id = :worker_id"
 )

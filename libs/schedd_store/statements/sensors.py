@@ -9,7 +9,8 @@ from schedd_store.statements.guards import A, T, _guarded
 
 #: Applies a batch of sensor outcomes: a reschedule-mode poke that said "not yet" (target
 #: 'up_for_reschedule', with the time of the next poke) or a soft-fail sensor past its timeout
-#: (target 'skipped'). Each row changes only while its attempt is current and running; a reschedule
+#: (target 'skipped'). Each row changes only while its attempt is current, running and held by the
+#: worker that reports it; a reschedule
 #: keeps the try (``first_poke_at`` is set to the try's first poke, so queueing the next poke does not
 #: add to the try number) and frees the worker and pool slots. The attempt's history row changes with
 #: it. Wakes the leader for every run touched. Returns the rows applied.
@@ -17,8 +18,9 @@ APPLY_SENSOR_OUTCOMES = _guarded(
     "WITH r AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
     "  CAST(:try_numbers AS int[]), CAST(:targets AS text[]), CAST(:errors AS text[]), "
-    "  CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), CAST(:next_pokes AS timestamptz[])) "
-    "  AS r(ti_id, attempt_id, try_number, target, error, started_at, ended_at, next_poke)"
+    "  CAST(:started AS timestamptz[]), CAST(:ended AS timestamptz[]), CAST(:next_pokes AS timestamptz[]), "
+    "  CAST(:worker_ids AS text[])) "
+    "  AS r(ti_id, attempt_id, try_number, target, error, started_at, ended_at, next_poke, worker_id)"
     "), locked AS ("
     "  SELECT id FROM task_instances WHERE id IN (SELECT ti_id FROM r) ORDER BY id FOR UPDATE"
     "), applied AS ("
@@ -30,7 +32,7 @@ APPLY_SENSOR_OUTCOMES = _guarded(
     "  worker_id = NULL, exit_code = NULL, error = NULLIF(r.error, '') "
     "  FROM r JOIN locked ON locked.id = r.ti_id "
     "  WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.try_number = r.try_number "
-    "  AND ti.state = ANY(:ti_sources) "
+    "  AND ti.worker_id = r.worker_id AND ti.state = ANY(:ti_sources) "
     "  RETURNING ti.id, ti.run_pk, ti.attempt_id"
     "), history AS ("
     "  UPDATE task_attempts a "
