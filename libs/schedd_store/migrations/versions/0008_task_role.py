@@ -10,7 +10,8 @@
   scheduler. It returns false, changing nothing, for any other attempt.
 
 The function's guard (``state = 'running'`` to ``success``) mirrors
-``schedd_core.states.TASK_TRANSITIONS``; ``tests/e2e/test_transactional_tasks.py::test_task_code_cannot_change_schedds_tables`` and
+``schedd_core.states.TASK_TRANSITIONS``;
+``tests/e2e/test_transactional_tasks.py::test_task_code_cannot_change_schedds_tables`` and
 ``tests/security/test_task_role.py`` check both.
 
 Revision ID: 0008
