@@ -41,8 +41,12 @@ from schedd_exec.outcome import Outcome
 from schedd_store import bundles, dispatch
 from schedd_store.batching import Batcher
 from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
+from schedd_store.engine import is_transient
 
 log = logging.getLogger(__name__)
+
+#: Longest pause between two tries of storing a result.
+MAX_RESULT_RETRY_DELAY = 2.0
 
 
 class ExecutorKind(enum.StrEnum):
@@ -222,7 +226,7 @@ class LocalExecutor:
         offset = self._offsets.get(attempt.attempt_id, 0)
         self._offsets[attempt.attempt_id] = offset + len(data)
         self._spawn(
-            self._logs.submit(
+            self._store_log(
                 LogChunk(
                     worker_id=self._worker_id,
                     ti_id=attempt.task_instance_id,
@@ -238,7 +242,7 @@ class LocalExecutor:
         self._offsets.pop(attempt.attempt_id, None)
         self.completed += 1
         self._spawn(
-            self._results.submit(
+            self._store_result(
                 AttemptResult(
                     worker_id=self._worker_id,
                     ti_id=attempt.task_instance_id,
@@ -256,6 +260,33 @@ class LocalExecutor:
             )
         )
         self._wake.set()
+
+    async def _store_log(self, chunk: LogChunk) -> None:
+        """Output is best effort, as on a worker: a chunk that cannot be stored is dropped, with a warning."""
+        try:
+            await self._logs.submit(chunk)
+        except Exception as exc:
+            log.warning("local executor: dropped output of attempt %s: %s", chunk.attempt_id, exc)
+
+    async def _store_result(self, result: AttemptResult) -> None:
+        """Store an attempt's result, retrying what the database could not do now (a restart, a
+        deadlock) with backoff until it is stored; a result the store refuses for good is logged."""
+        delay = 0.05
+        while True:
+            try:
+                await self._results.submit(result)
+                return
+            except Exception as exc:
+                if not is_transient(exc):
+                    log.error("local executor: result of attempt %s not stored: %s", result.attempt_id, exc)
+                    return
+                log.warning(
+                    "local executor: result of attempt %s not stored yet (%s); retrying",
+                    result.attempt_id,
+                    exc,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RESULT_RETRY_DELAY)
 
     def _spawn(self, coro: Awaitable[object]) -> None:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)

@@ -21,6 +21,9 @@ real services. Groups (``--only`` picks some):
 - ``sensors``: 1,000 reschedule-mode sensors waiting on 4 workers with 8 slots each: the slots they
   hold while waiting, a one-task DAG's latency beside them, and the time from their condition to the
   end of their run;
+- ``timers``: how late retries (1 s retry delay) and reschedule-mode sensor pokes (1 s poke interval)
+  start after their due time (median, p99, max) in a manual run, a scheduled run and five backfill
+  runs going on at once;
 - ``mapping``: a task mapped over a 1,000-element list on 4 workers with 8 slots each: the expansion
   (the list's end to its instances queued), task instances per second created and run, and the time
   to the end of the reduce over their results;
@@ -56,6 +59,7 @@ from tests.benchmarks.mapping import measure_mapped_task
 from tests.benchmarks.profile import profile
 from tests.benchmarks.report import plot, table, verdicts
 from tests.benchmarks.sensors import measure_waiting_sensors
+from tests.benchmarks.timers import measure_timer_lateness
 from tests.benchmarks.workloads import (
     add_load,
     chain_spec,
@@ -72,6 +76,7 @@ GROUPS = (
     "footprint",
     "backfill",
     "sensors",
+    "timers",
     "mapping",
     "profile",
     "growth",
@@ -195,6 +200,14 @@ class Bench:
                 self.results,
             )
 
+    def timers(self) -> None:
+        with self.cluster("timers", workers=4, worker_capacity=8) as c:
+            section(
+                "timer_lateness",
+                lambda: measure_timer_lateness(c, self.workdir, self.args.timer_tasks, intervals=5, pokes=5),
+                self.results,
+            )
+
     def mapping(self) -> None:
         with self.cluster("mapping", workers=4, worker_capacity=8) as c:
             section(
@@ -251,6 +264,7 @@ def main() -> None:
     parser.add_argument("--backfill-intervals", type=int, default=365)
     parser.add_argument("--sensors", type=int, default=1000)
     parser.add_argument("--map-elements", type=int, default=1000)
+    parser.add_argument("--timer-tasks", type=int, default=20, help="retries and sensors per run (timers)")
     parser.add_argument("--only", default="", help="comma-separated groups: " + ", ".join(GROUPS))
     parser.add_argument("--out", default="bench-results.json")
     args = parser.parse_args()
@@ -276,6 +290,8 @@ def main() -> None:
             bench.backfill()
         if "sensors" in groups:
             bench.sensors()
+        if "timers" in groups:
+            bench.timers()
         if "mapping" in groups:
             bench.mapping()
         if "profile" in groups:

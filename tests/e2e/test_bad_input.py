@@ -282,7 +282,7 @@ def test_missing_file(env: RunningCluster, tmp_path: Path) -> None:
 
 def test_oversized_request_is_resource_exhausted(env: RunningCluster, api: Api, tmp_path: Path) -> None:
     huge = copy.deepcopy(BASE_SPEC)
-    huge["description"] = "x" * (17 * 1024 * 1024)  # over the api's 16 MiB + 64 KiB
+    huge["description"] = "x" * (17 * 1024 * 1024)  # over the servers' 4 MiB per message
     before = _state_fast(env, api)
     spec = json_format.ParseDict(huge, pb.DagSpec())
     error = _rpc_error(api.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec))
@@ -294,7 +294,7 @@ def test_oversized_request_is_resource_exhausted(env: RunningCluster, api: Api, 
 
     # Under the transport limit but over the spec limit (3 MiB): the validator names the field.
     big = copy.deepcopy(BASE_SPEC)
-    big["description"] = "x" * (5 * 1024 * 1024)
+    big["description"] = "x" * (3 * 1024 * 1024 + 512 * 1024)  # under the servers' 4 MiB per message
     spec = json_format.ParseDict(big, pb.DagSpec())
     error = _rpc_error(api.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
@@ -401,13 +401,18 @@ def test_an_oversized_conf_is_refused_before_anything_is_stored(env: RunningClus
     from google.protobuf.struct_pb2 import Struct
 
     before = _state_fast(env, api)
-    for size in (70 * 1024, 5 * 1024 * 1024):
+    for size in (70 * 1024, 3 * 1024 * 1024):
         conf = Struct()
         conf.update({"blob": "x" * size})
         request = api_pb2.CreateRunRequest(parent=f"dags/{BASE_DAG}", run_id=f"big-{size}", conf=conf)
         error = _rpc_error(api.runs.CreateRun, request)
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
         assert error.details().startswith("conf: is ") and "the limit is 65536" in error.details()
+    # Past the servers' 4 MiB per message, the transport refuses it before it is even authenticated.
+    conf = Struct()
+    conf.update({"blob": "x" * (5 * 1024 * 1024)})
+    request = api_pb2.CreateRunRequest(parent=f"dags/{BASE_DAG}", run_id="huge", conf=conf)
+    assert _rpc_error(api.runs.CreateRun, request).code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert _state_fast(env, api) == before
     # Listing works with a default client (4 MiB of response at most) as before.
     api.runs.ListRuns(api_pb2.ListRunsRequest(parent="dags/-", page_size=1000), timeout=RPC_TIMEOUT)

@@ -97,15 +97,20 @@ SECONDS_UNTIL_ATTEMPT_LOST = _sql(
 #: (``a.worker_id = l.worker_id``; a chunk of another worker's attempt is dropped), and only while the
 #: attempt's stored output (``task_attempts.log_bytes``, counted here, whatever offsets the worker
 #: sends) stays within :max_bytes: a chunk that would pass it is dropped, and so is every later one of
-#: the batch for that attempt. The attempt rows are locked first, so concurrent batches count in turn.
+#: the batch for that attempt. The task instances are locked (key share) before the attempt rows, the
+#: order applying a result takes them in, so the two never deadlock
+#: (``tests/integration/test_log_lock_order.py``); concurrent batches count in turn.
 APPEND_LOGS = _sql(
     "WITH l AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
     "  CAST(:worker_ids AS text[]), CAST(:offsets AS bigint[]), CAST(:data AS text[])) WITH ORDINALITY "
     "  AS l(ti_id, attempt_id, worker_id, byte_offset, data, n)"
+    "), ti AS MATERIALIZED ("
+    "  SELECT id FROM task_instances WHERE id IN (SELECT ti_id FROM l) ORDER BY id FOR KEY SHARE"
     "), a AS ("
     "  SELECT attempt_id, ti_id, try_number, worker_id, log_bytes FROM task_attempts "
-    "  WHERE attempt_id IN (SELECT attempt_id FROM l) ORDER BY attempt_id FOR UPDATE"
+    "  WHERE attempt_id IN (SELECT attempt_id FROM l) AND ti_id IN (SELECT id FROM ti) "
+    "  ORDER BY attempt_id FOR UPDATE"
     "), counted AS ("
     "  SELECT l.ti_id, a.try_number, l.attempt_id, l.byte_offset, l.data, "
     "  a.log_bytes + sum(octet_length(l.data)) OVER (PARTITION BY l.attempt_id ORDER BY l.n) AS end_bytes "
