@@ -49,6 +49,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from schedd_coord.access import ROOT_USER
+from schedd_devstack.etcd_access import CREDENTIALS_ENV
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import DevStack
 from tests.benchmarks.backfill import measure_backfill
@@ -255,6 +257,16 @@ def write_report(results: dict[str, Any], out: Path) -> None:
     )
 
 
+def _use_etcd_root(stack: DevStack) -> None:
+    """etcd has authentication on: this process (its own etcd clients, the fail-over measurements)
+    acts as root, and the clusters it starts give each service its own etcd user."""
+    credentials = stack.etcd.credentials
+    if credentials is None:
+        return
+    os.environ.update(credentials.service_env(ROOT_USER))
+    os.environ[CREDENTIALS_ENV] = str(credentials.directory)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -275,6 +287,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="schedd-bench-"))
     started = time.monotonic()
     with DevStack(durable=True) as stack:
+        _use_etcd_root(stack)
         bench = Bench(stack, workdir, args)
         if "floors" in groups:
             bench.floors()
