@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.deadlines import run_timed_out, waits_for_time
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.graph import DagGraph
 from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH, MapLengths, RunPlan, plan_run, plan_timeout
@@ -58,6 +59,13 @@ log = logging.getLogger(__name__)
 
 #: Failed passes of a run on its own after which the run is failed with the reason.
 MAX_STRIKES = 3
+
+
+def _waits_for_time(run: planning_reads.PlanningRun) -> bool:
+    """Whether a task instance the pass read (every one, of a run read in full) waits for a moment:
+    the deadline timer may not know that moment yet."""
+    keys = run.tasks if run.changed is None else run.changed
+    return any(waits_for_time(run.tasks[key]) for key in keys)
 
 
 class SchedulingLoop:
@@ -91,7 +99,8 @@ class SchedulingLoop:
         self._strikes: dict[int, int] = {}
         self._cache = RunCache()
         self.passes = 0
-        #: Called after a pass that set a retry time or started a run with a timeout.
+        #: Called after a pass that set a retry time, started a run with a timeout or read a task
+        #: instance waiting for a moment (a sensor's next poke, a retry's time).
         self.on_deadlines_changed: Callable[[], None] | None = None
         #: Called after a pass in which runs finished, with their DAGs and backfills.
         self.on_runs_finished: Callable[[set[str], set[int]], None] | None = None
@@ -275,7 +284,7 @@ class SchedulingLoop:
                 if running.get(run.dag_id, 0) >= graph.max_active_runs:
                     continue  # waits until a run of its DAG ends
                 running[run.dag_id] = running.get(run.dag_id, 0) + 1
-            if graph.run_timeout and run.age is not None and run.age > graph.run_timeout:
+            if graph.run_timeout and run.age is not None and run_timed_out(run.age, graph.run_timeout):
                 plan = plan_timeout(graph, run.tasks)
             else:
                 plan = self._plan(graph, run, past.get(run.pk))
@@ -285,6 +294,8 @@ class SchedulingLoop:
         outcome = await scheduling.apply_plans(
             conn, self._fence.token, plans, graph_of=self._versions.graph, load_graphs=self._versions.load
         )
+        if any(_waits_for_time(run) for run in loaded):
+            outcome.deadlines_changed = True  # e.g. a sensor just rescheduled: the timer must look again
         wake = await planning_reads.queued_runs_to_start(conn, outcome.freed_runs)
         return outcome, loaded, wake + released, deferred
 

@@ -1,9 +1,15 @@
-"""Time-driven wake-ups of the leader: retries that come due and runs that pass their timeout.
+"""Time-driven wake-ups of the leader: retries and sensor pokes that come due, runs that reach their
+timeout.
 
-The timer sleeps until the earliest such moment (read from PostgreSQL), or until
-poked because a pass scheduled a retry, then adds the affected runs to the
-pending set. It never scans on a fixed tick; with nothing to wait for, it looks
-again after ``idle_recheck`` seconds (runs that started since, with a timeout).
+The timer reads the deadlines (from PostgreSQL, with its ``now()``: the retries and pokes due, the
+next one to come, the ages of the running runs), wakes the runs whose deadlines are due by adding
+them to the pending set, and sleeps until the next deadline, or until poked: the scheduling loop
+pokes it after a pass that set a retry time, started a run with a timeout, or read a task instance
+waiting for a moment (a sensor between pokes, a retry with its time set). Which runs to wake and
+how long to sleep is :class:`schedd_core.deadlines.WakePlanner`'s: a deadline still due at a later
+look is handed over again after a bounded, growing delay, and an overdue one never hides the next.
+It never scans on a fixed tick; with nothing to wait for, it looks again after ``idle_recheck``
+seconds.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ import asyncio
 import contextlib
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from schedd_core.deadlines import Deadline, Wake, WakePlanner, task_deadline, timeout_deadline
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import statements as sql
 from schedd_store.engine import is_transient
@@ -29,7 +36,7 @@ class DeadlineTimer:
         self._engine = engine
         self._pending = pending
         self._versions = versions
-        self._idle_recheck = idle_recheck
+        self._planner = WakePlanner(idle_recheck=idle_recheck)
         self._poke = asyncio.Event()
 
     def poke(self) -> None:
@@ -52,26 +59,29 @@ class DeadlineTimer:
             self._poke.clear()
 
     async def _fire_and_measure(self) -> float:
-        """Wake the runs that are due now; return seconds until the next deadline."""
-        delays = [self._idle_recheck]
+        """Wake the runs whose deadlines are due; return seconds until the next look."""
         async with self._engine.connect() as conn:
-            due = [int(r[0]) for r in (await conn.execute(sql.DUE_RETRY_RUNS)).all()]
-            next_retry = (await conn.execute(sql.NEXT_RETRY)).scalar()
-            if next_retry is not None and float(next_retry) > 0:
-                delays.append(float(next_retry))
-            running = (await conn.execute(sql.RUNNING_RUN_AGES)).all()
-            await self._versions.load(conn, {r.dag_version_id for r in running})
+            wake = await self._look(conn)
+        if wake.runs:
+            self._pending.add(wake.runs)
+        return wake.delay
+
+    async def _look(self, conn: AsyncConnection) -> Wake:
+        """Read the deadlines (one transaction: one ``now()`` for all) and plan the wake-up."""
+        head = (await conn.execute(sql.NEXT_RETRY)).one()
+        now = head.now
+        deadlines: list[Deadline] = []
+        if head.at is not None:
+            deadlines.append(task_deadline(head.id, head.run_pk, head.at, now, paused=head.paused))
+        for r in (await conn.execute(sql.DUE_RETRY_RUNS)).all():
+            deadlines.append(task_deadline(r.id, r.run_pk, r.at, now, paused=r.paused))
+        running = (await conn.execute(sql.RUNNING_RUN_AGES)).all()
+        await self._versions.load(conn, {r.dag_version_id for r in running})
         for run in running:
             try:
                 timeout = self._versions.graph(run.dag_version_id).run_timeout
             except UnreadableVersion:
                 continue  # the scheduling pass isolates (and fails) that run
             if timeout:
-                remaining = timeout - float(run.age)
-                if remaining <= 0:
-                    due.append(int(run.id))
-                else:
-                    delays.append(remaining)
-        if due:
-            self._pending.add(set(due))
-        return max(min(delays), 0.01) + 0.005
+                deadlines.append(timeout_deadline(int(run.id), float(run.age), timeout, paused=run.paused))
+        return self._planner.plan(now, deadlines)

@@ -127,17 +127,29 @@ SET_RETRY_TIMES = _sql(
     "WHERE ti.id = d.id AND ti.state = 'up_for_retry' AND ti.next_retry_at IS NULL RETURNING ti.id"
 )
 
-#: The next retry or sensor poke time after now (or the earliest overdue), and the runs whose retries
-#: or pokes are due (each state read through its own partial index).
+#: For the deadline timer: the database's ``now()`` and the next retry or sensor poke strictly after it
+#: (its task instance, run, time and whether its DAG is paused; NULLs when none is to come). Each
+#: state is read through its own partial index. An overdue one is DUE_RETRY_RUNS's, never this: it
+#: must not hide the next one.
 NEXT_RETRY = _sql(
-    "SELECT EXTRACT(EPOCH FROM (LEAST("
-    "(SELECT min(next_retry_at) FROM task_instances WHERE state = 'up_for_retry'), "
-    "(SELECT min(next_retry_at) FROM task_instances WHERE state = 'up_for_reschedule')) - now()))"
+    "SELECT now() AS now, n.id, n.run_pk, n.next_retry_at AS at, n.paused FROM (SELECT 1) AS one "
+    "LEFT JOIN LATERAL (SELECT t.id, t.run_pk, t.next_retry_at, d.paused FROM ("
+    "  (SELECT id, run_pk, dag_id, next_retry_at FROM task_instances WHERE state = 'up_for_retry' "
+    "  AND next_retry_at > now() ORDER BY next_retry_at LIMIT 1) UNION ALL "
+    "  (SELECT id, run_pk, dag_id, next_retry_at FROM task_instances WHERE state = 'up_for_reschedule' "
+    "  AND next_retry_at > now() ORDER BY next_retry_at LIMIT 1)"
+    ") AS t JOIN dags d ON d.dag_id = t.dag_id ORDER BY t.next_retry_at LIMIT 1) AS n ON true"
 )
 
+#: The retries and sensor pokes due (``next_retry_at <= now()``, as a pass's ``retry_due``): each task
+#: instance, its run, its time and whether its DAG is paused.
 DUE_RETRY_RUNS = _sql(
-    "SELECT run_pk FROM task_instances WHERE state = 'up_for_retry' AND next_retry_at <= now() "
-    "UNION SELECT run_pk FROM task_instances WHERE state = 'up_for_reschedule' AND next_retry_at <= now()"
+    "SELECT t.id, t.run_pk, t.next_retry_at AS at, d.paused FROM ("
+    "  SELECT id, run_pk, dag_id, next_retry_at FROM task_instances "
+    "  WHERE state = 'up_for_retry' AND next_retry_at <= now() "
+    "  UNION ALL SELECT id, run_pk, dag_id, next_retry_at FROM task_instances "
+    "  WHERE state = 'up_for_reschedule' AND next_retry_at <= now()"
+    ") AS t JOIN dags d ON d.dag_id = t.dag_id"
 )
 
 #: Pool sizes, their backfill shares, the slots their queued and running task instances hold (and of
@@ -223,10 +235,12 @@ QUEUED_RUNS_TO_START = _sql(
     "  AND backfill_id IS NULL ORDER BY logical_date LIMIT d.room) AS q"
 )
 
-#: Running runs and how long they have been running, for the leader's run-timeout timer.
+#: Running runs, how long they have been running and whether their DAG is paused, for the leader's
+#: run-timeout timer.
 RUNNING_RUN_AGES = _sql(
-    "SELECT id, dag_version_id, EXTRACT(EPOCH FROM now() - started_at) AS age FROM dag_runs "
-    "WHERE state = 'running' AND started_at IS NOT NULL"
+    "SELECT r.id, r.dag_version_id, EXTRACT(EPOCH FROM now() - r.started_at) AS age, d.paused "
+    "FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id "
+    "WHERE r.state = 'running' AND r.started_at IS NOT NULL"
 )
 
 #: Starts a new attempt: next try number (the same one for the next poke of a reschedule-mode sensor,
