@@ -9,6 +9,7 @@
 #                                 registry, localhost, 127.0.0.1 and every EXTRA_DNS_NAME (e.g. the
 #                                 Kubernetes Service names schedd-api.NAMESPACE.svc)
 #   tls/client.crt, client.key    a client certificate the CA signed (mutual TLS, schedd-probe)
+#   tls/etcd.crt, etcd.key        the certificate etcd serves its clients (compose), for the name etcd
 #   bootstrap-token               a first admin token (SCHEDD_BOOTSTRAP_TOKEN, sdt_<id>_<secret>)
 #   postgres-password             the database password
 #   etcd/root, etcd/schedd-scheduler, etcd/schedd-api, etcd/schedd-worker
@@ -65,11 +66,12 @@ names="DNS:api,DNS:registry,DNS:localhost,IP:127.0.0.1"
 for name in "$@"; do names="$names,DNS:$name"; done
 issue server serverAuth "$names"
 issue client clientAuth "DNS:schedd-client"
+issue etcd serverAuth "DNS:etcd,DNS:localhost,IP:127.0.0.1"
 
 # The services run as uid 10001 and read these through bind mounts: the files are world-readable,
 # the directories are not (only their owner on the host may enter them).
 chmod 0700 "$dir" "$tls" "$dir/etcd"
-chmod 0644 "$dir"/bootstrap-token "$dir"/postgres-password "$tls"/*.crt "$tls"/server.key "$tls"/client.key
+chmod 0644 "$dir"/bootstrap-token "$dir"/postgres-password "$tls"/*.crt "$tls"/server.key "$tls"/client.key "$tls"/etcd.key
 chmod 0644 "$dir"/etcd/*
 chmod 0600 "$tls/ca.key"
 

@@ -82,3 +82,28 @@ def test_each_service_reaches_etcd_as_its_own_user_after_etcd_init() -> None:
     assert {s["target"] for s in init["secrets"] if isinstance(s, dict)} == {
         f"etcd-users/{u}" for u in ETCD_USERS.values()
     }
+
+
+def test_etcd_serves_tls_and_every_client_verifies_it() -> None:
+    """etcd listens for clients on https only, with the certificate make-secrets.sh issues for the
+    name etcd; everything that talks to it uses an https endpoint and the CA it was given."""
+    compose = sources.compose()
+    services = compose["services"]
+    flags = services["etcd"]["command"]
+    assert "--listen-client-urls=https://0.0.0.0:2379" in flags
+    assert "--advertise-client-urls=https://etcd:2379" in flags
+    for flag, secret in (("--cert-file", "etcd-tls-cert"), ("--key-file", "etcd-tls-key")):
+        assert f"{flag}=/run/secrets/{secret}" in flags
+        assert secret in services["etcd"]["secrets"]
+    assert compose["secrets"]["etcd-tls-cert"]["file"] == "./secrets/tls/etcd.crt"
+    assert (
+        'issue etcd serverAuth "DNS:etcd,'
+        in (sources.COMPOSE_FILE.parents[1] / "make-secrets.sh").read_text()
+    )
+    clients = [c for c in compose_containers(compose) if "SCHEDD_ETCD_ENDPOINTS" in c.env]
+    assert len(clients) >= 4  # etcd-init, api, scheduler, worker
+    for container in clients:
+        assert str(container.env["SCHEDD_ETCD_ENDPOINTS"]).startswith("https://"), container.where
+        ca = str(container.env.get("SCHEDD_ETCD_CA_FILE")).removeprefix("/run/secrets/")
+        name = container.where.removeprefix("compose service ")
+        assert ca == "tls-ca" and "tls-ca" in services[name]["secrets"], container.where
