@@ -7,7 +7,6 @@ schedctl drives tokens and the audit log with distinct exit codes."""
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,8 @@ from google.protobuf.message_factory import GetMessageClass
 
 from schedd.v1 import api_pb2, worker_pb2
 from schedd_auth import roles
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
-from tests.fixtures.services import schedctl
+from tests.fixtures.services import cluster_on_own_database, schedctl
 
 pytestmark = pytest.mark.e2e
 
@@ -40,19 +38,14 @@ MUTATING = [(m, cls) for m, cls in API_METHODS if roles.METHODS[m].role != roles
 def secured(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("auth"),
-            workers=1,
-            auth=True,
-        ) as cluster:
-            yield cluster
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("auth"),
+        workers=1,
+        auth=True,
+    ) as cluster:
+        yield cluster
 
 
 def call(address: str, method: str, request: Message, token: str | None) -> grpc.RpcError | bytes:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import textwrap
 import time
@@ -23,11 +22,10 @@ from schedd.v1 import api_pb2, api_pb2_grpc, worker_pb2, worker_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.bundle_archive import MAX_ARCHIVE_BYTES
 from schedd_devstack import LocalEtcd
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import make_base_dir
 from schedd_exec.bundle_pack import pack
-from tests.fixtures.services import schedctl
+from tests.fixtures.services import cluster_on_own_database, schedctl
 
 pytestmark = pytest.mark.e2e
 
@@ -75,20 +73,15 @@ def bundled():
 def secured(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("bundles"),
-            workers=1,
-            worker_capacity=4,
-            auth=True,
-        ) as cluster:
-            yield cluster
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("bundles"),
+        workers=1,
+        worker_capacity=4,
+        auth=True,
+    ) as cluster:
+        yield cluster
 
 
 def ctl(cluster: Cluster, *args: str) -> Any:

@@ -5,7 +5,6 @@ deleting a run. One api with tokens required and small caps serves the whole mod
 from __future__ import annotations
 
 import re
-import secrets
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,8 +17,8 @@ from google.protobuf.message import Message
 
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
+from tests.fixtures.services import cluster_on_own_database
 
 pytestmark = pytest.mark.e2e
 
@@ -37,26 +36,21 @@ def api(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     """An api alone (no scheduler, no worker: a run stays unfinished), tokens required."""
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("limits"),
-            schedulers=0,
-            workers=0,
-            registries=0,
-            auth=True,
-            service_env={
-                "SCHEDD_API_MAX_WATCHES_PER_PRINCIPAL": str(PER_PRINCIPAL),
-                "SCHEDD_API_MAX_WATCHES": str(IN_TOTAL),
-                "SCHEDD_AUDIT_REFUSAL_WINDOW_SECONDS": str(AUDIT_WINDOW_SECONDS),
-            },
-        ) as cluster:
-            yield cluster
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("limits"),
+        schedulers=0,
+        workers=0,
+        registries=0,
+        auth=True,
+        service_env={
+            "SCHEDD_API_MAX_WATCHES_PER_PRINCIPAL": str(PER_PRINCIPAL),
+            "SCHEDD_API_MAX_WATCHES": str(IN_TOTAL),
+            "SCHEDD_AUDIT_REFUSAL_WINDOW_SECONDS": str(AUDIT_WINDOW_SECONDS),
+        },
+    ) as cluster:
+        yield cluster
 
 
 def rpc(cluster: Cluster, method: str, request: Message, reply: type[Message], credential: str) -> Any:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import subprocess
 import sys
 import time
@@ -39,10 +38,9 @@ from schedd_coord.members import worker_key
 from schedd_devstack import LocalEtcd
 from schedd_devstack.etcd_access import EtcdCredentials
 from schedd_devstack.ports import free_port
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import make_base_dir
-from tests.fixtures.services import schedctl
+from tests.fixtures.services import cluster_on_own_database, schedctl
 
 pytestmark = pytest.mark.e2e
 
@@ -59,18 +57,13 @@ REFUSED = {
 def cluster(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("etcd-access"),
-            workers=1,
-        ) as running:
-            yield running
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("etcd-access"),
+        workers=1,
+    ) as running:
+        yield running
 
 
 def token_for(cluster: Cluster, user: str) -> str:

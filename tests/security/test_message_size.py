@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +14,8 @@ import grpc
 import pytest
 
 from schedd.v1 import api_pb2, worker_pb2
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
-from tests.fixtures.services import schedctl
+from tests.fixtures.services import cluster_on_own_database, schedctl
 
 pytestmark = pytest.mark.e2e
 
@@ -29,19 +27,14 @@ FIVE_MIB = 5 * 1024 * 1024
 def secured(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("message-size"),
-            workers=0,
-            auth=True,
-        ) as cluster:
-            yield cluster
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("message-size"),
+        workers=0,
+        auth=True,
+    ) as cluster:
+        yield cluster
 
 
 def unary(address: str, method: str, request: bytes, token: str = "") -> grpc.RpcError | None:

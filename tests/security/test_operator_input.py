@@ -10,7 +10,6 @@ injected commands would create must not exist, and the logs show the values as l
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +19,9 @@ import grpc
 import pytest
 
 from schedd.v1 import api_pb2
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
 from schedd_rpc import convert
-from tests.fixtures.services import schedctl
+from tests.fixtures.services import cluster_on_own_database, schedctl
 
 pytestmark = pytest.mark.e2e
 
@@ -38,19 +36,14 @@ PYTHON_ECHO = "tests.chaos.noop_tasks:echo_params"
 def secured(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("operator_input"),
-            workers=1,
-            auth=True,
-        ) as cluster:
-            yield cluster
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("operator_input"),
+        workers=1,
+        auth=True,
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,11 +25,10 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
 from schedd_store import channels
 from schedd_store.engine import asyncpg_dsn
-from tests.fixtures.services import schedctl
+from tests.fixtures.services import cluster_on_own_database, schedctl
 
 pytestmark = pytest.mark.e2e
 
@@ -50,22 +48,17 @@ WHERE r.dag_id = $1 AND r.run_id = $2
 def cluster(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("task_role"),
-            workers=1,
-            cwd=REPO_ROOT,
-        ) as c:
-            c.fetch("CREATE TABLE tx_demo (key text PRIMARY KEY, attempt text NOT NULL)")
-            c.fetch("GRANT SELECT, INSERT ON tx_demo TO schedd_tasks")
-            yield c
-        c.release_election()
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("task_role"),
+        workers=1,
+        cwd=REPO_ROOT,
+    ) as c:
+        c.fetch("CREATE TABLE tx_demo (key text PRIMARY KEY, attempt text NOT NULL)")
+        c.fetch("GRANT SELECT, INSERT ON tx_demo TO schedd_tasks")
+        yield c
+    c.release_election()
 
 
 @pytest.fixture(scope="module")

@@ -26,9 +26,8 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from schedd.v1 import api_pb2, worker_pb2
-from schedd_devstack.postgres import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
-from tests.fixtures.services import schedctl
+from tests.fixtures.services import cluster_on_own_database, schedctl
 from tests.security.raw_worker import RawWorker
 
 pytestmark = pytest.mark.e2e
@@ -52,19 +51,14 @@ WHERE r.dag_id = $1 AND r.run_id = $2 AND ti.task_id = $3
 def secured(
     database_url: str, etcd_endpoints: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    name = f"t_{secrets.token_hex(8)}"
-    create_database(database_url, name)
-    try:
-        with Cluster(
-            with_database(database_url, name),
-            etcd_endpoints,
-            tmp_path_factory.mktemp("identity"),
-            workers=1,
-            auth=True,
-        ) as cluster:
-            yield cluster
-    finally:
-        drop_database(database_url, name)
+    with cluster_on_own_database(
+        database_url,
+        etcd_endpoints,
+        tmp_path_factory.mktemp("identity"),
+        workers=1,
+        auth=True,
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
