@@ -81,19 +81,25 @@ class DeleteDagRequest(_message.Message):
 
     NAME_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CANCEL_RUNS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}`"""
     request_id: _builtins.str
     """A retry with the same request_id succeeds again instead of answering NOT_FOUND."""
+    cancel_runs: _builtins.bool
+    """Cancel the DAG's runs and backfills that have not ended, in the same transaction, and then
+    delete it. Without it a DAG with work in flight is refused (FAILED_PRECONDITION).
+    """
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         request_id: _builtins.str = ...,
+        cancel_runs: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_runs", b"cancel_runs", "name", b"name", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -982,10 +988,15 @@ class RegisterDagRequest(_message.Message):
     SPEC_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    UNPAUSE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Makes a retried request idempotent."""
     validate_only: _builtins.bool
     """Validate and say what would change (created_version, the version hash) without storing."""
+    unpause: _builtins.bool
+    """A DAG this call creates starts unpaused, whatever the api's paused-at-creation default. An
+    existing DAG keeps its paused state.
+    """
     @_builtins.property
     def spec(self) -> _resources_pb2.DagSpec: ...
     def __init__(
@@ -994,10 +1005,11 @@ class RegisterDagRequest(_message.Message):
         spec: _resources_pb2.DagSpec | None = ...,
         request_id: _builtins.str = ...,
         validate_only: _builtins.bool = ...,
+        unpause: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "spec", b"spec", "validate_only", b"validate_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request_id", b"request_id", "spec", b"spec", "unpause", b"unpause", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1081,8 +1093,17 @@ class RegisterDagResponse(_message.Message):
     DAG_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     CREATED_VERSION_FIELD_NUMBER: _builtins.int
+    PREVIOUS_VERSION_FIELD_NUMBER: _builtins.int
+    CREATED_DAG_FIELD_NUMBER: _builtins.int
     created_version: _builtins.bool
     """False when the spec was identical to an existing version."""
+    previous_version: _builtins.str
+    """The DAG's current version before this call (empty when the call created the DAG). When it
+    differs from `version` although created_version is false, the DAG moved back to an older
+    version it had before.
+    """
+    created_dag: _builtins.bool
+    """True when this call created the DAG."""
     @_builtins.property
     def dag(self) -> _resources_pb2.Dag: ...
     @_builtins.property
@@ -1093,10 +1114,12 @@ class RegisterDagResponse(_message.Message):
         dag: _resources_pb2.Dag | None = ...,
         version: _resources_pb2.DagVersion | None = ...,
         created_version: _builtins.bool = ...,
+        previous_version: _builtins.str = ...,
+        created_dag: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["dag", b"dag", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_version", b"created_version", "dag", b"dag", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_dag", b"created_dag", "created_version", b"created_version", "dag", b"dag", "previous_version", b"previous_version", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1355,6 +1378,7 @@ class ClearTaskInstancesRequest(_message.Message):
     INCLUDE_UPSTREAM_FIELD_NUMBER: _builtins.int
     ONLY_FAILED_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RUN_ON_LATEST_VERSION_FIELD_NUMBER: _builtins.int
     parent: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
     include_downstream: _builtins.bool
@@ -1364,6 +1388,10 @@ class ClearTaskInstancesRequest(_message.Message):
     """Only clear task instances that failed or are upstream_failed."""
     request_id: _builtins.str
     """A retry with the same request_id answers with the first call's cleared ids and clears nothing."""
+    run_on_latest_version: _builtins.bool
+    """Move the run to the DAG's current version first, so the cleared tasks (and every task that
+    runs in it from now on) run the current code. Tasks that ran keep the version they ran on.
+    """
     @_builtins.property
     def task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Task ids (every instance of a mapped task), or `{task_id}[{map_index}]` for one mapped instance."""
@@ -1377,10 +1405,11 @@ class ClearTaskInstancesRequest(_message.Message):
         include_upstream: _builtins.bool = ...,
         only_failed: _builtins.bool = ...,
         request_id: _builtins.str = ...,
+        run_on_latest_version: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_downstream", b"include_downstream", "include_upstream", b"include_upstream", "only_failed", b"only_failed", "parent", b"parent", "request_id", b"request_id", "task_ids", b"task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_downstream", b"include_downstream", "include_upstream", b"include_upstream", "only_failed", b"only_failed", "parent", b"parent", "request_id", b"request_id", "run_on_latest_version", b"run_on_latest_version", "task_ids", b"task_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1391,6 +1420,9 @@ class ClearTaskInstancesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CLEARED_TASK_IDS_FIELD_NUMBER: _builtins.int
+    DAG_VERSION_FIELD_NUMBER: _builtins.int
+    dag_version: _builtins.str
+    """The DAG version the run is pinned to after the call."""
     @_builtins.property
     def cleared_task_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """`{task_id}` or, for a mapped instance, `{task_id}[{map_index}]`."""
@@ -1399,10 +1431,11 @@ class ClearTaskInstancesResponse(_message.Message):
         self,
         *,
         cleared_task_ids: _abc.Iterable[_builtins.str] | None = ...,
+        dag_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cleared_task_ids", b"cleared_task_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cleared_task_ids", b"cleared_task_ids", "dag_version", b"dag_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1415,22 +1448,28 @@ class SetTaskInstanceStateRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    RUN_ON_LATEST_VERSION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
     state: _resources_pb2.TaskState.ValueType
     """TASK_STATE_SUCCESS or TASK_STATE_FAILED."""
     request_id: _builtins.str
     """A retry with the same request_id changes nothing more (a marked task cleared since stays so)."""
+    run_on_latest_version: _builtins.bool
+    """Move the run to the DAG's current version, so the tasks that run in it from now on (those the
+    mark lets start) run the current code.
+    """
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         state: _resources_pb2.TaskState.ValueType = ...,
         request_id: _builtins.str = ...,
+        run_on_latest_version: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "request_id", b"request_id", "run_on_latest_version", b"run_on_latest_version", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -942,7 +942,9 @@ class Dag(_message.Message):
     dag_id: _builtins.str
     paused: _builtins.bool
     latest_version: _builtins.str
-    """Hash of the newest registered spec."""
+    """Hash of the DAG's current version: the spec registered last (which may be an older version
+    registered again). New runs, and runs moved with run_on_latest_version, use it.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -977,10 +979,13 @@ class DagVersion(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     SPEC_FIELD_NUMBER: _builtins.int
     TASK_COUNT_FIELD_NUMBER: _builtins.int
+    CURRENT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/versions/{version_hash}`"""
     version_hash: _builtins.str
     task_count: _builtins.int
+    current: _builtins.bool
+    """True for the DAG's current version (Dag.latest_version)."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -993,10 +998,11 @@ class DagVersion(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         spec: Global___DagSpec | None = ...,
         task_count: _builtins.int = ...,
+        current: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "spec", b"spec", "task_count", b"task_count", "version_hash", b"version_hash"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "current", b"current", "name", b"name", "spec", b"spec", "task_count", b"task_count", "version_hash", b"version_hash"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1022,6 +1028,7 @@ class TaskInstance(_message.Message):
     POOL_FIELD_NUMBER: _builtins.int
     QUEUE_FIELD_NUMBER: _builtins.int
     MAP_INDEX_FIELD_NUMBER: _builtins.int
+    DAG_VERSION_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
     task_id: _builtins.str
@@ -1040,6 +1047,10 @@ class TaskInstance(_message.Message):
     map_index: _builtins.int
     """Which instance of a mapped task this is (0, 1, ...); -1 for a task that is not mapped, or a mapped
     task not expanded yet. The name ends in `{task_id}[{map_index}]` for a mapped instance.
+    """
+    dag_version: _builtins.str
+    """Hash of the DAG version its current (or last) attempt ran; empty before any attempt. It differs
+    from the run's dag_version when the run was moved to a newer version after this attempt.
     """
     @_builtins.property
     def queued_time(self) -> _timestamp_pb2.Timestamp: ...
@@ -1066,10 +1077,11 @@ class TaskInstance(_message.Message):
         pool: _builtins.str = ...,
         queue: _builtins.str = ...,
         map_index: _builtins.int = ...,
+        dag_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "queued_time", b"queued_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "map_index", b"map_index", "max_tries", b"max_tries", "name", b"name", "pool", b"pool", "priority_weight", b"priority_weight", "queue", b"queue", "queued_time", b"queued_time", "start_time", b"start_time", "state", b"state", "task_id", b"task_id", "try_number", b"try_number", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt_id", b"attempt_id", "dag_version", b"dag_version", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "map_index", b"map_index", "max_tries", b"max_tries", "name", b"name", "pool", b"pool", "priority_weight", b"priority_weight", "queue", b"queue", "queued_time", b"queued_time", "start_time", b"start_time", "state", b"state", "task_id", b"task_id", "try_number", b"try_number", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1094,6 +1106,7 @@ class DagRun(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     DATA_INTERVAL_FIELD_NUMBER: _builtins.int
     BACKFILL_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
     dag_id: _builtins.str
@@ -1108,6 +1121,10 @@ class DagRun(_message.Message):
     """
     backfill: _builtins.str
     """`backfills/{id}` for a run made by a backfill."""
+    cancelled: _builtins.bool
+    """The run ended because it was cancelled (by a user, its backfill or its DAG's deletion); its
+    state is then FAILED.
+    """
     @_builtins.property
     def logical_date(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1142,10 +1159,11 @@ class DagRun(_message.Message):
         error: _builtins.str = ...,
         data_interval: Global___DataInterval | None = ...,
         backfill: _builtins.str = ...,
+        cancelled: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "data_interval", b"data_interval", "end_time", b"end_time", "logical_date", b"logical_date", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "data_interval", b"data_interval", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "cancelled", b"cancelled", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "data_interval", b"data_interval", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1212,6 +1230,8 @@ class Backfill(_message.Message):
     PROGRESS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     INTERVALS_FIELD_NUMBER: _builtins.int
+    RUN_ON_LATEST_VERSION_FIELD_NUMBER: _builtins.int
+    CONF_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`backfills/{id}`"""
     dag_id: _builtins.str
@@ -1226,6 +1246,10 @@ class Backfill(_message.Message):
     state: Global___BackfillState.ValueType
     error: _builtins.str
     """Why it failed, when it did."""
+    run_on_latest_version: _builtins.bool
+    """Runs it reruns (REPROCESS_BEHAVIOR_RERUN_FAILED or RERUN_ALL) move to the DAG's current version
+    first; runs it creates always use the current version.
+    """
     @_builtins.property
     def start_date(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -1239,6 +1263,12 @@ class Backfill(_message.Message):
     @_builtins.property
     def intervals(self) -> _containers.RepeatedCompositeFieldContainer[Global___DataInterval]:
         """The intervals, in the order their runs are made (filled for a dry run only)."""
+
+    @_builtins.property
+    def conf(self) -> _struct_pb2.Struct:
+        """The conf of every run it creates, checked against the DAG's params like a manual run's conf.
+        Runs it reruns keep their own conf.
+        """
 
     def __init__(
         self,
@@ -1258,10 +1288,12 @@ class Backfill(_message.Message):
         progress: Global___BackfillProgress | None = ...,
         error: _builtins.str = ...,
         intervals: _abc.Iterable[Global___DataInterval] | None = ...,
+        run_on_latest_version: _builtins.bool = ...,
+        conf: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "end_date", b"end_date", "progress", b"progress", "start_date", b"start_date", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "end_date", b"end_date", "progress", b"progress", "start_date", b"start_date", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backward", b"backward", "chunk_size", b"chunk_size", "create_time", b"create_time", "dag_id", b"dag_id", "end_date", b"end_date", "error", b"error", "intervals", b"intervals", "max_active_runs", b"max_active_runs", "name", b"name", "progress", b"progress", "reprocess", b"reprocess", "start_date", b"start_date", "state", b"state", "strategy", b"strategy", "update_time", b"update_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backward", b"backward", "chunk_size", b"chunk_size", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "end_date", b"end_date", "error", b"error", "intervals", b"intervals", "max_active_runs", b"max_active_runs", "name", b"name", "progress", b"progress", "reprocess", b"reprocess", "run_on_latest_version", b"run_on_latest_version", "start_date", b"start_date", "state", b"state", "strategy", b"strategy", "update_time", b"update_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
