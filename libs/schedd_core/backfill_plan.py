@@ -80,8 +80,9 @@ class PlannedInterval:
 def backfill_intervals(
     timetable: Timetable, start: datetime, end: datetime, *, backward: bool, chunk_size: int
 ) -> list[PlannedInterval]:
-    """The schedule's intervals with logical dates in ``[start, end]``, in the order their runs are
-    made, each with its chunk. InvalidArgument (naming the field) for an empty or oversized range."""
+    """The schedule's runs with logical dates in ``[start, end]`` (for a trigger timetable, its ticks
+    there, each with its interval and logical date), in the order they are made, each with its
+    chunk. InvalidArgument (naming the field) for an empty or oversized range."""
     if end < start:
         raise InvalidArgument("backfill.end_date", "is before the start date")
     found = list(itertools.islice(timetable.intervals_between(start, end), MAX_INTERVALS + 1))
@@ -91,7 +92,9 @@ def backfill_intervals(
             f"the range holds more than {MAX_INTERVALS} intervals of the schedule; split the backfill",
         )
     if not found:
-        raise InvalidArgument("backfill.start_date", "no interval of the schedule starts in the range")
+        raise InvalidArgument(
+            "backfill.start_date", "no run of the schedule has its logical date in the range"
+        )
     if backward:
         found.reverse()
     return [PlannedInterval(n, n // chunk_size, interval) for n, interval in enumerate(found)]

@@ -90,16 +90,16 @@ def declared_params(spec: pb.DagSpec) -> set[str]:
     return names
 
 
-def check_run_params(spec: pb.DagSpec, conf: Mapping[str, Any]) -> None:
+def check_run_params(spec: pb.DagSpec, conf: Mapping[str, Any], *, field: str = "conf") -> None:
     """When a run is triggered: the conf sets only declared params (unless the DAG allows others),
     the params the run will have (defaults, the conf on top) fit the schemas, and a required param
-    has a value."""
+    has a value. Errors name ``{field}.{param}``."""
     if not spec.allow_undeclared_conf:
         declared = declared_params(spec)
         for key in sorted(conf):
             if key not in declared:
                 raise InvalidArgument(
-                    f"conf.{key}",
+                    f"{field}.{key}",
                     "is not a param of the DAG; declare it in the DAG's params "
                     "(or set allow_undeclared_conf on the DAG)",
                 )
@@ -108,6 +108,6 @@ def check_run_params(spec: pb.DagSpec, conf: Mapping[str, Any]) -> None:
         validator, required = _validator(f"spec.param_schemas.{name}", schema)
         if name not in values:
             if required:
-                raise InvalidArgument(f"conf.{name}", "is required (the DAG's param has no default)")
+                raise InvalidArgument(f"{field}.{name}", "is required (the DAG's param has no default)")
             continue
-        _check(f"conf.{name}", validator, values[name])
+        _check(f"{field}.{name}", validator, values[name])

@@ -23,7 +23,7 @@ from schedd_core.mapping_spec import check_mapping
 from schedd_core.params import check_param_schemas
 from schedd_core.sensor_spec import check_sensor
 from schedd_core.templates import check_template
-from schedd_core.timetables import timetable_of
+from schedd_core.timetable_spec import timetable_of
 
 #: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,249}")

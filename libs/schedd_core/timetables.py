@@ -1,29 +1,28 @@
-"""Timetables: when a DAG's scheduled runs are due, each covering a data interval.
+"""Data-interval timetables, and what every timetable answers.
 
-A scheduled (or backfill) run covers a *data interval* ``[start, end)``. Its *logical date* is the
-interval's start, and it becomes due at the interval's end, once the data it covers is complete,
-as with Airflow's cron data-interval timetables: the ``@daily`` run for 2024-01-01 covers that
-day and is created just after midnight of 2024-01-02. The first interval starts at the first
-schedule time at or after the start date; an interval whose start is after the end date is not
-scheduled.
+A scheduled (or backfill) run covers a *data interval* and has a *logical date*; it is made at its
+*run time*, the interval's end. Two families decide them (Airflow's names):
 
-Kinds (:func:`timetable_of` builds one from a spec and validates it, naming the field):
+- **data-interval** timetables (this module): a run per interval ``[start, end)`` between two
+  consecutive schedule times, logical date ``start``, made once the interval has ended, when the
+  data it covers is complete: the ``@daily`` run for 2024-01-01 covers that day and is made just
+  after midnight of 2024-01-02. ``CronDataIntervalTimetable`` (a cron expression or preset, in the
+  DAG's IANA time zone, evaluated by ``cronsim``) and ``DeltaDataIntervalTimetable`` (a fixed
+  duration counted from the start date, in absolute time). The first interval starts at the first
+  schedule time at or after the start date; none starts after the end date.
+- **trigger** timetables (:mod:`schedd_core.timetables_trigger`): a run at each tick ``T``, logical
+  date ``T``, data interval ``[T - interval, T]`` (empty by default).
 
-- **cron**: five fields or a preset (``@hourly``, ``@daily``, ``@weekly``, ``@monthly``,
-  ``@yearly``), in the DAG's IANA time zone, evaluated by ``cronsim``. Each interval runs from one
-  schedule time to the next.
-- **interval**: a fixed duration from the start date (``schedule_interval``), in absolute time.
-- **none**: manual runs only.
-
-Daylight saving time, for cron schedules (fields are local wall-clock times):
+Daylight saving time, for cron schedules of either family (fields are local wall-clock times):
 
 - a local time skipped by a spring-forward transition fires once, at the first instant after the
-  gap (``30 2 * * *`` in Europe/Berlin fires at 03:00 that day), so its interval is an hour short;
+  gap (``30 2 * * *`` in Europe/Berlin fires at 03:00 that day), so that day's interval is an
+  hour short;
 - a local time repeated by a fall-back transition fires once, at its first occurrence (an
   interval that contains the repeated hour is an hour long), unless the hour field is ``*`` or a
   step: such frequent schedules fire in both occurrences, every real interval;
-- so no interval is ever empty or scheduled twice. Interval timetables ignore DST altogether:
-  ``timedelta(days=1)`` is always 24 hours.
+- so no interval is ever empty or scheduled twice. Fixed-duration timetables ignore DST
+  altogether: ``timedelta(days=1)`` is always 24 hours.
 
 Everything here is pure: datetimes in and out are timezone-aware, results in UTC.
 """
@@ -56,14 +55,34 @@ _TICK = timedelta(microseconds=1)
 
 @dataclass(frozen=True)
 class DataInterval:
-    """``[start, end)`` in UTC; the logical date of its run is ``start``."""
+    """One run of a timetable: its data interval ``[start, end)`` in UTC (``[start, end]`` for a
+    trigger run, possibly empty), its logical date (``start`` unless ``logical`` says otherwise:
+    a trigger run's is its tick, ``end``) and its run time, ``end``."""
 
     start: datetime
     end: datetime
+    #: The logical date when it is not ``start``; equal to ``start`` is kept as None.
+    logical: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.logical is not None and self.logical == self.start:
+            object.__setattr__(self, "logical", None)
+
+    @property
+    def logical_date(self) -> datetime:
+        return self.start if self.logical is None else self.logical
+
+    @property
+    def run_after(self) -> datetime:
+        """When its run is made (the interval's end, for every timetable)."""
+        return self.end
 
 
 class Timetable:
-    """No schedule: manual runs only. The base of every timetable."""
+    """No schedule: manual runs only. The base of every timetable.
+
+    Every timetable lists its runs in strictly increasing logical dates and run times, so a run is
+    identified by its logical date, and walking from one run to the next leaves none out."""
 
     kind = "none"
 
@@ -72,8 +91,29 @@ class Timetable:
         self.end_date = end_date
 
     def first_interval(self) -> DataInterval | None:
-        """The first interval at or after the start date, or None."""
+        """The first run at or after the start date, or None."""
         return None
+
+    def runs_missed(self, run: DataInterval, now: datetime) -> bool:
+        """With catch-up off: whether ``run``, the latest due one, is made although the scheduler was
+        not waiting for it (a new or changed schedule, a pause, an outage). Data-interval timetables
+        always make it; trigger timetables as their ``run_immediately`` says."""
+        return True
+
+    def first_from(self, covered_until: datetime | None, after: datetime | None) -> DataInterval | None:
+        """The first run whose interval starts at or after ``covered_until`` and whose logical date is
+        after ``after`` (each when given), within the start and end dates: where a schedule that
+        has no stored next run (new, or changed) starts."""
+        if covered_until is None and after is None:
+            return self.first_interval()
+        candidate = self.interval_starting_after(covered_until or self._earliest())
+        while candidate is not None and after is not None and candidate.logical_date <= after:
+            candidate = self.interval_after(candidate)
+        return candidate
+
+    def _earliest(self) -> datetime:
+        assert self.start_date is not None
+        return self.start_date
 
     def interval_after(self, interval: DataInterval) -> DataInterval | None:
         """The interval that follows ``interval``, or None when the schedule ends."""
@@ -106,7 +146,42 @@ class Timetable:
         return interval
 
 
+def cron_next(expression: str, zone: ZoneInfo, after: datetime) -> datetime | None:
+    """The first time of the cron expression strictly after ``after`` (UTC), or None."""
+    try:
+        return next(CronSim(expression, after.astimezone(zone))).astimezone(UTC)
+    except StopIteration:
+        return None
+
+
+def cron_previous(expression: str, zone: ZoneInfo, before: datetime) -> datetime | None:
+    """The last time of the cron expression strictly before ``before`` (UTC), or None."""
+    try:
+        return next(CronSim(expression, before.astimezone(zone), reverse=True)).astimezone(UTC)
+    except StopIteration:
+        return None
+
+
+def check_cron(field: str, value: str, zone: ZoneInfo, start: datetime) -> str:
+    """The five-field expression of a cron expression or preset; InvalidArgument naming ``field``
+    for an unknown preset, a malformed expression or one that never fires after ``start``."""
+    expression = PRESETS.get(value.strip(), value.strip())
+    if expression.startswith("@"):
+        raise InvalidArgument(field, f"unknown preset {quote(value)}; use one of {', '.join(PRESETS)}")
+    if len(expression.split()) != 5:
+        raise InvalidArgument(field, f"{quote(value)} is not a cron expression of five fields")
+    try:
+        first = cron_next(expression, zone, start - _TICK)
+    except CronSimError as exc:
+        raise InvalidArgument(field, f"{quote(value)} is not a valid cron expression: {exc}") from None
+    if first is None:
+        raise InvalidArgument(field, f"{quote(value)} never fires")
+    return expression
+
+
 class CronTimetable(Timetable):
+    """``CronDataIntervalTimetable``: intervals from one cron time to the next."""
+
     kind = "cron"
 
     def __init__(
@@ -117,18 +192,10 @@ class CronTimetable(Timetable):
         self.zone = zone
 
     def _next(self, after: datetime) -> datetime | None:
-        """The first schedule time strictly after ``after``."""
-        try:
-            return next(CronSim(self.expression, after.astimezone(self.zone))).astimezone(UTC)
-        except StopIteration:
-            return None
+        return cron_next(self.expression, self.zone, after)
 
     def _previous(self, before: datetime) -> datetime | None:
-        """The last schedule time strictly before ``before``."""
-        try:
-            return next(CronSim(self.expression, before.astimezone(self.zone), reverse=True)).astimezone(UTC)
-        except StopIteration:
-            return None
+        return cron_previous(self.expression, self.zone, before)
 
     def _interval_from(self, start: datetime | None) -> DataInterval | None:
         if start is None:
@@ -174,6 +241,8 @@ class CronTimetable(Timetable):
 
 
 class IntervalTimetable(Timetable):
+    """``DeltaDataIntervalTimetable``: intervals of a fixed duration from the start date."""
+
     kind = "interval"
 
     def __init__(self, every: timedelta, start_date: datetime, end_date: datetime | None) -> None:
@@ -227,58 +296,3 @@ def zone_of(spec: pb.DagSpec, field: str = "spec.timezone") -> ZoneInfo:
         raise InvalidArgument(
             field, f"unknown time zone {quote(name)}; use an IANA name such as 'Europe/Berlin'"
         ) from None
-
-
-def timetable_of(spec: pb.DagSpec) -> Timetable:
-    """The spec's timetable, validated: InvalidArgument naming the field for a malformed cron
-    expression, one that can never fire, an unknown time zone, an interval out of range, a
-    schedule without a start date, or an end date before the start date."""
-    zone = zone_of(spec)
-    start = spec.start_date.ToDatetime(tzinfo=UTC) if spec.HasField("start_date") else None
-    end = spec.end_date.ToDatetime(tzinfo=UTC) if spec.HasField("end_date") else None
-    if start is not None and end is not None and end < start:
-        raise InvalidArgument("spec.end_date", "is before the start date")
-    has_interval = spec.HasField("schedule_interval")
-    if spec.schedule and has_interval:
-        raise InvalidArgument("spec.schedule_interval", "a DAG has a cron schedule or an interval, not both")
-    if not spec.schedule and not has_interval:
-        return Timetable(start, end)
-    if start is None:
-        raise InvalidArgument("spec.start_date", "a scheduled DAG needs a start date")
-    if has_interval:
-        every = spec.schedule_interval.ToTimedelta()
-        if not MIN_INTERVAL <= every <= MAX_INTERVAL:
-            raise InvalidArgument("spec.schedule_interval", "must be between 1 second and 366 days")
-        return IntervalTimetable(every, start, end)
-    expression = PRESETS.get(spec.schedule.strip(), spec.schedule.strip())
-    if expression.startswith("@"):
-        raise InvalidArgument(
-            "spec.schedule", f"unknown preset {quote(spec.schedule)}; use one of {', '.join(PRESETS)}"
-        )
-    if len(expression.split()) != 5:
-        raise InvalidArgument(
-            "spec.schedule", f"{quote(spec.schedule)} is not a cron expression of five fields"
-        )
-    try:
-        timetable = CronTimetable(expression, zone, start, end)
-        first = timetable._next(start - _TICK)  # proves that it fires at all
-    except CronSimError as exc:
-        raise InvalidArgument(
-            "spec.schedule", f"{quote(spec.schedule)} is not a valid cron expression: {exc}"
-        ) from None
-    if first is None:
-        raise InvalidArgument("spec.schedule", f"{quote(spec.schedule)} never fires")
-    return timetable
-
-
-def schedule_key(spec: pb.DagSpec) -> str:
-    """The fields that decide a DAG's intervals; a new version that changes them is planned afresh
-    (from its latest scheduled run), one that keeps them goes on from the stored next interval."""
-    parts = [
-        spec.schedule.strip(),
-        str(spec.schedule_interval.ToTimedelta()) if spec.HasField("schedule_interval") else "",
-        spec.timezone,
-        spec.start_date.ToJsonString() if spec.HasField("start_date") else "",
-        spec.end_date.ToJsonString() if spec.HasField("end_date") else "",
-    ]
-    return "|".join(parts) if any(parts[:2]) else ""

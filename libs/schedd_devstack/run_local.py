@@ -86,7 +86,8 @@ def _ok(message: str) -> None:
 EXAMPLE_POOLS = {"warehouse": 2}
 
 
-def _register_examples(api: str, examples: Path) -> list[str]:
+def register_examples(api: str, examples: Path) -> list[str]:
+    """Create the pools the examples use, then register every example with ``examples`` as its bundle."""
     files = sorted(examples.glob("*.yaml")) + sorted(
         p for p in examples.glob("*.py") if p.name != "__init__.py"
     )
@@ -112,7 +113,12 @@ def _register_examples(api: str, examples: Path) -> list[str]:
     return registered
 
 
-def _trigger_diamond(api: str) -> None:
+def trigger_diamond(api: str) -> None:
+    """Unpause ``diamond``, trigger it and wait for the run to succeed."""
+    # New DAGs start paused (as on any deployment): the example run here is of one unpaused DAG.
+    unpaused = _schedctl(api, "dags", "unpause", "diamond")
+    if unpaused.returncode != 0:
+        raise StepFailed(f"unpausing diamond failed: {(unpaused.stderr or unpaused.stdout).strip()}")
     # schedctl prints the run table itself; let it write straight to the terminal.
     result = _schedctl(
         api,
@@ -132,19 +138,28 @@ def _trigger_diamond(api: str) -> None:
         )
 
 
+def schedctl_usage(api: str, token_file: Path) -> list[str]:
+    """The shell lines that point schedctl at the stack (api, admin token, this virtual environment)
+    and a few commands to try, as printed at start-up."""
+    return [
+        f"export SCHEDD_API={shlex.quote(api)}",
+        f"export SCHEDCTL_TOKEN=$(cat {shlex.quote(str(token_file))})",
+        f". {shlex.quote(str(Path(sys.prefix) / 'bin' / 'activate'))}",
+        "schedctl dags list",
+        "schedctl runs trigger diamond --wait",
+        "schedctl runs list",
+        "schedctl runs get diamond/@latest -o json",
+        "schedctl leader",
+    ]
+
+
 def _print_usage(cluster: Cluster, stack: DevStack, log_dir: Path) -> None:
     env = cluster.env()
     lines = [
         "",
         "[bold green]schedd is running.[/bold green] In another shell:",
         "",
-        f"  export SCHEDD_API={shlex.quote(env['SCHEDD_API'])}",
-        f"  export SCHEDCTL_TOKEN=$(cat {shlex.quote(str(stack.base_dir / 'admin-token'))})",
-        "  schedctl dags list",
-        "  schedctl runs trigger diamond --wait",
-        "  schedctl runs list",
-        "  schedctl runs get diamond/RUN_ID -o json",
-        "  schedctl leader",
+        *(f"  {line}" for line in schedctl_usage(env["SCHEDD_API"], stack.base_dir / "admin-token")),
         "",
         "For tools that talk to the stores directly:",
         f"  export SCHEDD_DATABASE_URL={shlex.quote(env['SCHEDD_DATABASE_URL'])}",
@@ -209,6 +224,7 @@ def run(
             api_port=api_port,
             auth=True,
             etcd_credentials=stack.etcd.credentials,
+            dags_paused_at_creation=True,
         )
         _step("migrating the database")
         began = time.monotonic()
@@ -231,7 +247,7 @@ def run(
 
         examples = _examples_dir()
         _step(f"registering the examples in {examples}")
-        registered = _register_examples(cluster.api_address, examples)
+        registered = register_examples(cluster.api_address, examples)
         if "diamond" not in registered:
             raise StepFailed(f"{examples}/diamond.yaml is missing; it is the example run at start-up")
 
@@ -239,7 +255,7 @@ def run(
         if workers == 0:
             console.print("    [yellow]no workers: skipping the run[/yellow]")
         else:
-            _trigger_diamond(cluster.api_address)
+            trigger_diamond(cluster.api_address)
 
         _print_usage(cluster, stack, log_dir)
         drained: set[str] = set()

@@ -360,6 +360,8 @@ class Cluster:
     adds settings for every service (``SCHEDD_LOG_LEVEL``, ``SCHEDD_LEASE_TTL``...).
     Without ``auth`` the services run with ``SCHEDD_AUTH=none`` (development mode); with it, start
     creates an admin token (:attr:`admin_token`) and a worker token every worker connects with.
+    A DAG's first registration leaves it unpaused unless ``dags_paused_at_creation`` (the api's own
+    default, which ``make run`` keeps): tests and benchmarks run what they register.
     Usable as a context manager. Not thread-safe.
     """
 
@@ -386,6 +388,7 @@ class Cluster:
         stop_timeout: float = DEFAULT_STOP_TIMEOUT,
         auth: bool = False,
         etcd_credentials: EtcdCredentials | None = None,
+        dags_paused_at_creation: bool = False,
     ) -> None:
         if schedulers < 0 or workers < 0 or registries < 0:
             raise ValueError("schedulers, workers and registries must not be negative")
@@ -421,6 +424,7 @@ class Cluster:
             "scheduler": dict(scheduler_env or {}),
             "worker": dict(worker_env or {}),
             "registry": dict(registry_env or {}),
+            "api": {"SCHEDD_DAGS_PAUSED_AT_CREATION": str(dags_paused_at_creation).lower()},
         }
         self.tag = secrets.token_hex(2)
         self.api: ServiceProcess | None = None
@@ -763,6 +767,7 @@ class Cluster:
                 "SCHEDD_API_LISTEN": self.api_address,
                 "SCHEDD_METRICS_LISTEN": self._metrics_address("api"),
             },
+            kind="api",
         )
         self.api.start()
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -11,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import resources_pb2 as pb
 from schedd.v1 import worker_pb2
 from schedd_core.mapping import instance_key
+from schedd_core.task_context import CONF_ENV
 from schedd_rpc import convert
 from schedd_store import dispatch
 from schedd_store.dispatch import ClaimedAttempt
@@ -54,22 +56,23 @@ class AssignmentBuilder:
         task = self._versions.task(c.dag_version_id, c.task_id)
         dag = self._versions.spec(c.dag_version_id)
         key = idempotency_key(c)
-        env = dict(task.env)
-        env.update(
-            {
-                "SCHEDD_DAG_ID": c.dag_id,
-                "SCHEDD_RUN_ID": c.run_id,
-                "SCHEDD_RUN_TYPE": c.run_type,
-                "SCHEDD_TASK_ID": c.task_id,
-                "SCHEDD_TRY_NUMBER": str(c.try_number),
-                "SCHEDD_ATTEMPT_ID": c.attempt_id,
-                "SCHEDD_LOGICAL_DATE": c.logical_date.isoformat(),
-                "SCHEDD_IDEMPOTENCY_KEY": key,
-            }
+        interval = (
+            (c.data_interval_start, c.data_interval_end)
+            if c.data_interval_start is not None and c.data_interval_end is not None
+            else None
         )
-        if c.data_interval_start is not None and c.data_interval_end is not None:
-            env["SCHEDD_DATA_INTERVAL_START"] = c.data_interval_start.isoformat()
-            env["SCHEDD_DATA_INTERVAL_END"] = c.data_interval_end.isoformat()
+        env = attempt_env(
+            task,
+            dag_id=c.dag_id,
+            run_id=c.run_id,
+            run_type=c.run_type,
+            try_number=c.try_number,
+            attempt_id=c.attempt_id,
+            logical_date=c.logical_date,
+            data_interval=interval,
+            idempotency_key=key,
+            conf=c.conf,
+        )
         params = merged_params(dag, task, c.conf)
         upstream = {up: results[(c.run_pk, up)] for up in task.upstream if (c.run_pk, up) in results}
         assignment = worker_pb2.Assignment(
@@ -87,9 +90,9 @@ class AssignmentBuilder:
             traceparent=c.trace_context,
             queued_time=convert.ts(c.queued_at),
         )
-        if c.data_interval_start is not None and c.data_interval_end is not None:
-            assignment.data_interval_start.FromDatetime(c.data_interval_start)
-            assignment.data_interval_end.FromDatetime(c.data_interval_end)
+        if interval is not None:
+            assignment.data_interval_start.FromDatetime(interval[0])
+            assignment.data_interval_end.FromDatetime(interval[1])
         if task.HasField("shell"):
             assignment.shell.CopyFrom(task.shell)
         elif task.HasField("python"):
@@ -108,6 +111,45 @@ class AssignmentBuilder:
             if c.first_poke_at is not None:
                 assignment.first_poke_time.FromDatetime(c.first_poke_at)
         return assignment
+
+
+def attempt_env(
+    task: pb.TaskSpec,
+    *,
+    dag_id: str,
+    run_id: str,
+    run_type: str,
+    try_number: int,
+    attempt_id: str,
+    logical_date: datetime,
+    data_interval: tuple[datetime, datetime] | None,
+    idempotency_key: str,
+    conf: Mapping[str, Any],
+) -> dict[str, str]:
+    """The environment an attempt's assignment carries: the task's ``env``, then the ``SCHEDD_*``
+    variables of its identity (``SCHEDD_DATA_INTERVAL_START``/``_END`` only for a run with a data
+    interval) and, for a Python task of a run with a conf, ``SCHEDD_RUN_CONF`` (its JSON: the task
+    context's ``dag_run.conf``, ``schedd_core.task_context``; a shell task has its params in
+    ``SCHEDD_PARAMS``). Times are ISO 8601 as given (the store's are UTC)."""
+    env = dict(task.env)
+    env.update(
+        {
+            "SCHEDD_DAG_ID": dag_id,
+            "SCHEDD_RUN_ID": run_id,
+            "SCHEDD_RUN_TYPE": run_type,
+            "SCHEDD_TASK_ID": task.task_id,
+            "SCHEDD_TRY_NUMBER": str(try_number),
+            "SCHEDD_ATTEMPT_ID": attempt_id,
+            "SCHEDD_LOGICAL_DATE": logical_date.isoformat(),
+            "SCHEDD_IDEMPOTENCY_KEY": idempotency_key,
+        }
+    )
+    if data_interval is not None:
+        env["SCHEDD_DATA_INTERVAL_START"] = data_interval[0].isoformat()
+        env["SCHEDD_DATA_INTERVAL_END"] = data_interval[1].isoformat()
+    if conf and task.HasField("python"):
+        env[CONF_ENV] = json.dumps(conf, separators=(",", ":"))
+    return env
 
 
 def merged_params(dag: pb.DagSpec, task: pb.TaskSpec, conf: dict[str, Any]) -> dict[str, Any]:

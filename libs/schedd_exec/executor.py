@@ -1,5 +1,8 @@
 """Running assignments concurrently: shell commands in subprocesses, Python callables in a warm pool.
 
+Output of an attempt goes to ``on_output`` as it is read: a shell command's as it arrives, a
+Python task's within ``schedd_exec.output_stream.POLL_SECONDS`` of being written.
+
 Each attempt runs as one asyncio task keyed by its attempt id. ``cancel`` stops
 an attempt (its process is terminated) and reports it abandoned, so it runs again
 elsewhere; an attempt is reported exactly once, through ``on_done``.
@@ -263,13 +266,17 @@ class AttemptExecutor:
                     timeout=timeout,
                     params=params,
                     transaction=transaction,
+                    on_output=sink,
                 )
             else:
                 py = await self._pool.run(
-                    assignment.python.target, env=env, timeout=timeout, params=params, transaction=transaction
+                    assignment.python.target,
+                    env=env,
+                    timeout=timeout,
+                    params=params,
+                    transaction=transaction,
+                    on_output=sink,
                 )
-            if py.output and sink is not None:
-                sink(py.output.encode())
             return Outcome(
                 py.succeeded,
                 py.exit_code,

@@ -24,3 +24,6 @@ class Outcome:
     reschedule_at: datetime | None = None
     #: A soft-fail sensor passed its timeout (``succeeded`` is False): the task is skipped.
     skipped: bool = False
+    #: How the attempt failed, for the end of its log, when ``error`` says more than the log needs
+    #: (a shell command's error repeats the tail of its output); empty: ``error``.
+    log_note: str = ""

@@ -34,12 +34,14 @@ it after each task. Per task the child:
 * calls the function with its arguments, when the task has any (``SCHEDD_TASK_ARGUMENTS``, resolved
   from the upstream results by :mod:`schedd_core.arguments`), for an instance of a mapped task its
   elements of the expanded arguments (``SCHEDD_TASK_MAPPING`` and ``SCHEDD_MAP_INDEX``, by
-  :mod:`schedd_core.mapped_arguments`), and the keyword arguments it declares among
-  ``params`` (the request's params, ``{}`` when absent) and ``context`` (the
-  ``SCHEDD_*`` identity variables present in the task's environment, keyed by
-  their variable names); a function taking ``**kwargs`` gets both; an
-  ``async def`` function (or a returned awaitable) is run with
-  :func:`asyncio.run`.
+  :mod:`schedd_core.mapped_arguments`), and, for the parameters the call does not give, the
+  keyword arguments it declares among ``params`` (the request's params, ``{}`` when absent),
+  ``context`` (the ``SCHEDD_*`` identity variables) and the task context's names (``ds``, ``ti``,
+  ... when the request's ``env`` is a task attempt's); see :mod:`schedd_exec.task_call`. A
+  parameter that nothing gives fails the task before it runs (``no_retry``); an ``async def``
+  function (or a returned awaitable) is run with :func:`asyncio.run`;
+* while the function runs, makes its task context the process's current one
+  (``schedd_core.task_context.get_current_context``, also ``schedd_sdk.get_current_context``).
 
 A transactional request (one with a ``transaction``: the task role's database URL and the
 attempt's commit secret) makes the child non-dumpable as soon as it is read, so the tasks of
@@ -73,47 +75,16 @@ import traceback
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from schedd_core import task_context
 from schedd_core.arguments import ARGUMENTS_ENV, ArgumentError, resolve_arguments
 from schedd_core.mapped_arguments import MAP_INDEX_ENV, MAPPING_ENV, resolve_mapped_arguments
+from schedd_core.task_context import RunningTask
+from schedd_exec.task_call import SignatureError, TaskCallable
 
-CONTEXT_VARS = (
-    "SCHEDD_DAG_ID",
-    "SCHEDD_RUN_ID",
-    "SCHEDD_TASK_ID",
-    "SCHEDD_TRY_NUMBER",
-    "SCHEDD_ATTEMPT_ID",
-    "SCHEDD_LOGICAL_DATE",
-    "SCHEDD_DATA_INTERVAL_START",
-    "SCHEDD_DATA_INTERVAL_END",
-    "SCHEDD_RUN_TYPE",
-    "SCHEDD_IDEMPOTENCY_KEY",
-    "SCHEDD_MAP_INDEX",
-)
 TRACEBACK_LINES = 20
+#: A resolved target and what its signature accepts (cached per target by each child).
+_Callable = TaskCallable
 _HEADER = struct.Struct(">I")
-
-
-class _Callable:
-    """A resolved target and what its signature accepts."""
-
-    __slots__ = ("func", "wants_connection", "wants_context", "wants_params")
-
-    def __init__(self, func: Callable[..., Any]) -> None:
-        self.func = func
-        try:
-            parameters = inspect.signature(func).parameters
-        except (TypeError, ValueError):  # some builtins have no signature
-            parameters = {}  # type: ignore[assignment]
-        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-        keywordable = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-
-        def accepts(name: str) -> bool:
-            p = parameters.get(name)
-            return var_kw or (p is not None and p.kind in keywordable)
-
-        self.wants_params = accepts("params")
-        self.wants_context = accepts("context")
-        self.wants_connection = accepts("connection")
 
 
 def _upstream_results() -> dict[str, Any]:
@@ -179,6 +150,34 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
+def _call(
+    entry: _Callable,
+    task: RunningTask | None,
+    env: dict[str, str],
+    params: dict[str, Any],
+    transaction: dict[str, Any] | None,
+) -> Any:
+    """Call the target with its call arguments and the keyword arguments the worker adds, to the end
+    (an awaitable result awaited, a transactional call committed with its success)."""
+    args, named = _call_arguments(env) if ARGUMENTS_ENV in env or MAPPING_ENV in env else ([], {})
+    supplied = {*entry.positional[: len(args)], *named}
+    kwargs = entry.keywords(task, supplied, params, transactional=transaction is not None)
+    func = functools.partial(entry.func, *args, **named) if args or named else entry.func
+    if transaction is not None:
+        import asyncio  # only now: importing it costs a child ~50 ms at start-up
+
+        from schedd_exec.transactional import run_in_transaction
+
+        return asyncio.run(run_in_transaction(func, kwargs, entry.wants_connection, transaction))
+    result = func(**kwargs)
+    if inspect.isawaitable(result):
+        import asyncio  # only now: importing it costs a child ~50 ms at start-up
+
+        coro: Coroutine[Any, Any, Any] = _await(result)
+        result = asyncio.run(coro)
+    return result
+
+
 class Child:
     def __init__(self, req_fd: int, reply_fd: int, max_result_bytes: int) -> None:
         self._requests = os.fdopen(req_fd, "rb", buffering=256 * 1024)
@@ -227,38 +226,22 @@ class Child:
             entry = self._callables.get(target)
             if entry is None:
                 entry = self._callables[target] = _Callable(resolve(target))
-            kwargs: dict[str, Any] = {}
-            if entry.wants_params:
-                kwargs["params"] = params
-            if entry.wants_context:
-                kwargs["context"] = {k: os.environ[k] for k in CONTEXT_VARS if k in os.environ}
-            func = entry.func
-            if ARGUMENTS_ENV in env or MAPPING_ENV in env:
-                args, named = _call_arguments(env)
-                func = functools.partial(func, *args, **named)
-            transaction = request.get("transaction")
-            if transaction is not None:
-                import asyncio  # only now: importing it costs a child ~50 ms at start-up
-
-                from schedd_exec.transactional import run_in_transaction
-
-                result = asyncio.run(run_in_transaction(func, kwargs, entry.wants_connection, transaction))
-                return self._encode_result(result)
-            result = func(**kwargs)
-            if inspect.isawaitable(result):
-                import asyncio  # only now: importing it costs a child ~50 ms at start-up
-
-                coro: Coroutine[Any, Any, Any] = _await(result)
-                result = asyncio.run(coro)
+            task = RunningTask.from_environment(env, params)
+            task_context.enter(task)
+            result = _call(entry, task, env, params, request.get("transaction"))
         except TargetError as exc:
             # A failed import can leave half-imported modules behind: this child is retired.
             return {**_reply(False, 1, str(exc)), "no_retry": True, "recycle": True}
+        except SignatureError as exc:
+            return {**_reply(False, 1, str(exc)), "no_retry": True}
         except (TaskError, ArgumentError) as exc:
             return _reply(False, 1, str(exc))
         except SystemExit as exc:
             return _exit_reply(exc.code)
         except BaseException as exc:
             return _reply(False, 1, _trimmed(exc))
+        finally:
+            task_context.leave()
         return self._encode_result(result)
 
     def _encode_result(self, result: Any) -> dict[str, Any]:

@@ -26,7 +26,9 @@ Guaranteed:
   pool, truncated before each task, so everything the task writes there
   (``print``, ``logging`` to stderr, C extensions, ``os.system``) is captured,
   even when the child then dies or times out. The first and last
-  ``max_output_bytes / 2`` bytes are kept, with a marker for what was cut.
+  ``max_output_bytes / 2`` bytes are kept, with a marker for what was cut; or, when
+  :meth:`PythonPool.run` is given ``on_output``, the output is passed to it while the task runs
+  (``schedd_exec.output_stream``), at most ``max_streamed_bytes`` of it.
 * The return value must be JSON-serialisable and at most ``max_result_bytes``
   of JSON, or the task fails with an error naming the problem.
 * With a ``reaper`` (``schedd_exec.reaper``), a child's process group is watched by the
@@ -65,13 +67,14 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
 from schedd_exec.environment import TaskEnvironment
+from schedd_exec.output_stream import OutputStream
 from schedd_exec.reaper import Reaper
 
 log = logging.getLogger(__name__)
@@ -202,6 +205,7 @@ class PythonPool:
         *,
         python: str = sys.executable,
         max_output_bytes: int = 64 * 1024,
+        max_streamed_bytes: int = 8 * 1024 * 1024,
         max_result_bytes: int = 64 * 1024,
         kill_grace: float = 2.0,
         recycle_after: int = 1000,
@@ -216,6 +220,7 @@ class PythonPool:
         self._size = size
         self._python = python
         self._max_output_bytes = max_output_bytes
+        self._max_streamed_bytes = max_streamed_bytes
         self._max_result_bytes = max_result_bytes
         self._kill_grace = kill_grace
         self._recycle_after = recycle_after
@@ -297,11 +302,13 @@ class PythonPool:
         timeout: float | None,
         params: dict[str, object] | None = None,
         transaction: dict[str, object] | None = None,
+        on_output: Callable[[bytes], None] | None = None,
     ) -> PyOutcome:
         """Run ``target`` (``package.module:function``) in an idle child, waiting for one if needed.
 
         ``env`` is applied on top of the child's environment for this task only;
-        ``timeout`` (seconds) counts from when the task is handed to a child.
+        ``timeout`` (seconds) counts from when the task is handed to a child. With ``on_output``,
+        the task's output goes there as it is written, and the outcome's ``output`` is empty.
         """
         if not self._started:
             raise RuntimeError("the pool was not started")
@@ -326,14 +333,19 @@ class PythonPool:
             self._reaper.watch(child.pid)
         started = datetime.now(UTC)
         timer = None
+        stream = None
         try:
             os.ftruncate(child.out_fd, 0)
             assert child.proc.stdin is not None
             child.proc.stdin.write(request)
+            if on_output is not None:
+                stream = OutputStream(child.out_fd, on_output, self._max_streamed_bytes)
             if timeout is not None:
                 timer = loop.call_later(timeout, child.resolve, _TIMED_OUT)
             reply = await fut
         except BaseException:
+            if stream is not None:
+                stream.stop()
             # Cancelled (or something unexpected): the task must stop.
             if self._reaper is not None:
                 self._reaper.kill_at(child.pid, time.monotonic() + self._kill_grace)
@@ -346,10 +358,22 @@ class PythonPool:
         finally:
             if timer is not None:
                 timer.cancel()
-        return await self._finish(child, reply, timeout, started)
+        return await self._finish(child, reply, timeout, started, stream)
+
+    def _output(self, child: _Child, stream: OutputStream | None) -> str:
+        """The task's output; when it is streamed, the rest of it is passed on and this is empty."""
+        if stream is None:
+            return child.read_output(self._max_output_bytes)
+        stream.finish()
+        return ""
 
     async def _finish(
-        self, child: _Child, reply: _Reply, timeout: float | None, started: datetime
+        self,
+        child: _Child,
+        reply: _Reply,
+        timeout: float | None,
+        started: datetime,
+        stream: OutputStream | None,
     ) -> PyOutcome:
         try:
             if isinstance(reply, dict):
@@ -359,7 +383,7 @@ class PythonPool:
                         exit_code=int(reply["code"]),
                         error=str(reply["error"]),
                         result_json=str(reply["result"]),
-                        output=child.read_output(self._max_output_bytes),
+                        output=self._output(child, stream),
                         started_at=started,
                         ended_at=datetime.now(UTC),
                         retryable=not reply.get("no_retry", False),
@@ -383,7 +407,7 @@ class PythonPool:
                 child.kill_reason = "timeout"
             reap = self._discard(child)
             await asyncio.shield(reap)
-            output = child.read_output(self._max_output_bytes)
+            output = self._output(child, stream)
             ended = datetime.now(UTC)
             if isinstance(reply, _TimedOut):
                 return PyOutcome(
@@ -396,6 +420,8 @@ class PythonPool:
             error = f"the python child process {_describe_exit(code)} while running the task{reason}"
             return PyOutcome(False, code, error, "", output, started, ended)
         finally:
+            if stream is not None:
+                stream.stop()
             child.pending = None
             child.busy = False
             child.close_output_if_unused()

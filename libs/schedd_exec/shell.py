@@ -81,8 +81,19 @@ async def run_shell(
             reaper.forget(proc.pid)
     code = proc.returncode if proc.returncode is not None else -1
     text = tail.decode(errors="replace")
-    error = "" if code == 0 else f"exit code {code}" + (f"; output tail:\n{text}" if text else "")
-    return Outcome(code == 0, code, error, started, datetime.now(UTC))
+    reason = "" if code == 0 else _describe_exit(code)
+    error = reason + (f"; output tail:\n{text}" if reason and text else "")
+    return Outcome(code == 0, code, error, started, datetime.now(UTC), log_note=reason)
+
+
+def _describe_exit(code: int) -> str:
+    """``exit code 3``, or ``killed by SIGKILL`` for a shell ended by a signal."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 async def terminate(proc: asyncio.subprocess.Process, grace: float, reaper: Reaper | None = None) -> None:

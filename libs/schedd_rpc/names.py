@@ -53,9 +53,10 @@ def parse_run_name(name: str, field: str = "name", *, latest: bool = False) -> t
     return dag_id, run_id
 
 
-def parse_task_name(name: str, field: str = "name") -> tuple[str, str, str]:
+def parse_task_name(name: str, field: str = "name", *, latest: bool = False) -> tuple[str, str, str]:
     """``dags/{dag_id}/runs/{run_id}/tasks/{key}`` -> (dag id, run id, key), the key a task id or
-    ``task_id[map_index]``."""
+    ``task_id[map_index]``; with ``latest``, the run id may also be ``@latest`` (resolved by the
+    caller)."""
     parts = name.split("/")
     if len(parts) != 6 or parts[0] != "dags" or parts[2] != "runs" or parts[4] != "tasks" or not all(parts):
         raise InvalidArgument(
@@ -63,7 +64,7 @@ def parse_task_name(name: str, field: str = "name") -> tuple[str, str, str]:
             f"{quote(name)} is not a task name; expected "
             "'dags/{dag_id}/runs/{run_id}/tasks/{task_id}' or '.../tasks/{task_id}[{map_index}]'",
         )
-    dag_id, run_id = _ids(field, parts[1], parts[3])
+    dag_id, run_id = parse_run_name("/".join(parts[:4]), field, latest=latest)
     parse_task_key(parts[5], field)
     return dag_id, run_id, parts[5]
 

@@ -26,7 +26,9 @@ Modules: :mod:`~schedd_sdk.dags` (``DAG``, ``@dag``), :mod:`~schedd_sdk.function
 values), :mod:`~schedd_sdk.options` (options, ``Callback``, the rules),
 :mod:`~schedd_sdk.compile` (to the spec, validation), :mod:`~schedd_sdk.loader` (DAG files),
 :mod:`~schedd_sdk.targets` (import paths), :mod:`~schedd_sdk.runtime` (helpers for running
-tasks), :mod:`~schedd_sdk.errors`.
+tasks), :mod:`~schedd_sdk.errors`. The task context (``ds``, ``ti``, ``dag_run``..., passed to the
+task functions that declare them, and :func:`get_current_context`) is
+:mod:`schedd_core.task_context`, which the workers import without the SDK.
 
 Guaranteed: a DAG that ``to_spec`` returns passed the server's own validation (except the check
 that its pools exist); the spec of a DAG is the same every time it is built, so its version hash
@@ -42,6 +44,13 @@ tasks, :mod:`~schedd_sdk.mapping` mapped tasks (``fn.partial(...).expand(...)``)
 
 from __future__ import annotations
 
+from schedd_core.task_context import (
+    DagRunInfo,
+    NoTaskContext,
+    TaskContext,
+    TaskInstanceInfo,
+    get_current_context,
+)
 from schedd_sdk.arguments import TaskResult
 from schedd_sdk.dags import DAG, DagFunction, dag
 from schedd_sdk.errors import DagDefinitionError, DagLoadError, DagValidationError
@@ -54,25 +63,48 @@ from schedd_sdk.runtime import map_index, upstream_results
 from schedd_sdk.sensors import PokeReturnValue as PokeReturnValue
 from schedd_sdk.setup_teardown import setup, teardown
 from schedd_sdk.tasks import Task, chain, shell
+from schedd_sdk.timetables import (
+    ContinuousTimetable,
+    CronDataIntervalTimetable,
+    CronTriggerTimetable,
+    DeltaDataIntervalTimetable,
+    DeltaTriggerTimetable,
+    EventsTimetable,
+    MultipleCronTriggerTimetable,
+    OnceTimetable,
+)
 
 __all__ = [
     "DAG",
     "Callback",
+    "ContinuousTimetable",
+    "CronDataIntervalTimetable",
+    "CronTriggerTimetable",
     "DagDefinitionError",
     "DagFunction",
     "DagLoadError",
+    "DagRunInfo",
     "DagValidationError",
+    "DeltaDataIntervalTimetable",
+    "DeltaTriggerTimetable",
+    "EventsTimetable",
+    "MultipleCronTriggerTimetable",
+    "NoTaskContext",
+    "OnceTimetable",
     "Param",
     "PartialTask",
     "Task",
+    "TaskContext",
     "TaskFunction",
     "TaskGroup",
+    "TaskInstanceInfo",
     "TaskOptions",
     "TaskResult",
     "TriggerRule",
     "WeightRule",
     "chain",
     "dag",
+    "get_current_context",
     "map_index",
     "setup",
     "shell",

@@ -8,8 +8,9 @@ too). The worker resolves the references from the stored upstream results
 (:mod:`schedd_core.arguments`) and calls the function with the values.
 
 Checked when the call is made, so the error points at the line and names the task: that the
-arguments fit the function's signature (``params`` and ``context`` are left to the worker when the
-function declares them and the call does not give them), that a reference is to a Python task of
+arguments fit the function's signature (``params``, ``context`` and the task context's names, such
+as ``ds`` or ``ti``, are left to the worker when the function declares them and the call does not
+give them; ``params`` and ``context`` cannot be given), that a reference is to a Python task of
 the same DAG (a shell task returns nothing), that a key is a string, and that every literal is JSON.
 """
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import struct_pb2
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.task_context import CONTEXT_NAMES
 from schedd_sdk.errors import DagDefinitionError
 
 if TYPE_CHECKING:
@@ -30,8 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = ["BoundArguments", "TaskResult", "bind", "compile_argument"]
 
-#: Keyword arguments a worker passes to a task function that declares them.
-RUNTIME_ARGUMENTS = ("params", "context")
+#: Keyword arguments only a worker passes (a call may not give them).
+WORKER_PASSED = ("params", "context")
+#: Keyword arguments a worker passes to a task function that declares them and whose call does not
+#: give them: ``params``, ``context`` and the task context's names (``schedd_core.task_context``).
+RUNTIME_ARGUMENTS = tuple(dict.fromkeys((*WORKER_PASSED, *CONTEXT_NAMES)))
 
 
 class TaskResult:
@@ -91,19 +96,30 @@ def _check_signature(
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         return
-    runtime = {
-        p.name: None
-        for p in signature.parameters.values()
-        if p.name in RUNTIME_ARGUMENTS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
-    given = set(kwargs) & set(runtime)
-    if given:
+    try:
+        given = signature.bind_partial(*args, **kwargs).arguments
+    except TypeError as exc:
         raise DagDefinitionError(
-            f"{name}(): {', '.join(sorted(given))} is passed by the worker (the DAG's params with the run's "
+            f"{name}(): the arguments do not fit {function.__qualname__}{signature}: {exc}"
+        ) from None
+    keywordable = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    passed = {
+        p.name for p in signature.parameters.values() if p.kind in keywordable and p.name in WORKER_PASSED
+    }
+    taken = sorted(passed & set(given))
+    if taken:
+        raise DagDefinitionError(
+            f"{name}(): {', '.join(taken)} is passed by the worker (the DAG's params with the run's "
             "conf on top, the run's context); set params with @task(params={...}) or .override(params=...)"
         )
+    # what the worker fills in: the runtime names the function declares and the call does not give
+    filled = {
+        p.name: None
+        for p in signature.parameters.values()
+        if p.kind in keywordable and p.name in RUNTIME_ARGUMENTS and p.name not in given
+    }
     try:
-        signature.bind(*args, **kwargs, **{k: v for k, v in runtime.items() if k not in kwargs})
+        signature.bind(*args, **kwargs, **filled)
     except TypeError as exc:
         raise DagDefinitionError(
             f"{name}(): the arguments do not fit {function.__qualname__}{signature}: {exc}"

@@ -7,7 +7,8 @@ Each returns the sensor task it adds to the DAG being defined, and takes the sen
     at_six = TimeSensor("06:00", task_id="after_six")             # in the DAG's time zone
     upstream = ExternalTaskSensor("ingest", "load", task_id="ingest_loaded", api="api.internal:50051")
 
-- :func:`FileSensor`: done once ``path`` exists on the worker that pokes (a file or a directory).
+- :func:`FileSensor`: done once ``path`` (or ``filepath=``, Airflow's name) exists on the worker that
+  pokes (a file or a directory).
 - :func:`TimeSensor`: done once the time of day, in the DAG's time zone (or ``timezone=``), is at or
   past ``target_time``; a poke compares the worker's clock only.
 - :func:`ExternalTaskSensor`: done once task ``external_task_id`` of the run of DAG
@@ -94,11 +95,25 @@ def external_task_done(
     return False
 
 
-def FileSensor(path: str | os.PathLike[str], *, task_id: str, **options: Any) -> Task:
-    """A sensor task done once ``path`` exists on the worker that pokes it."""
-    if not str(path):
-        raise DagDefinitionError(f"FileSensor {task_id!r}: path must not be empty")
-    return _add(file_exists, task_id, options, path=str(path))
+def FileSensor(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    task_id: str,
+    filepath: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Task:
+    """A sensor task done once ``path`` exists on the worker that pokes it. ``filepath=`` (Airflow's
+    name) is the same argument: give one of the two, not both."""
+    if path is not None and filepath is not None:
+        raise DagDefinitionError(
+            f"FileSensor {task_id!r}: give the file as path or as filepath (Airflow's name), not both"
+        )
+    chosen = path if path is not None else filepath
+    if chosen is None or not str(chosen):
+        raise DagDefinitionError(
+            f"FileSensor {task_id!r}: path must not be empty (give it as path or as filepath)"
+        )
+    return _add(file_exists, task_id, options, path=str(chosen))
 
 
 def TimeSensor(target_time: time | str, *, task_id: str, timezone: str | None = None, **options: Any) -> Task:

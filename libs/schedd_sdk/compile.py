@@ -83,6 +83,8 @@ def compile_dag(dag: DAG) -> pb.DagSpec:
         spec.end_date.CopyFrom(_timestamp(dag.end_date))
     if dag.schedule_interval is not None:
         spec.schedule_interval.CopyFrom(to_duration(dag.schedule_interval))
+    if dag.timetable is not None:
+        dag.timetable.apply(spec, dag.zone)
     if dag.dagrun_timeout is not None:
         spec.dagrun_timeout.CopyFrom(to_duration(dag.dagrun_timeout))
     if dag.params is not None:

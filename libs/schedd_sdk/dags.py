@@ -45,6 +45,7 @@ from schedd_sdk.groups import TaskGroup
 from schedd_sdk.options import Callback, Callbacks, Checker, DurationLike, Options
 from schedd_sdk.params import split_params
 from schedd_sdk.tasks import Task
+from schedd_sdk.timetables import Timetable
 
 __all__ = ["DAG", "DagFunction", "dag"]
 
@@ -58,10 +59,12 @@ class DAG:
     silently ignore Airflow options it does not have, such as ``owner``).
 
     ``schedule`` is a cron expression or preset (``"@daily"``, ``"0 3 * * *"``, read in the DAG's
-    ``timezone``) or a ``timedelta`` (a fixed interval counted from the start date); None or ""
-    means manual runs only. A scheduled DAG needs a ``start_date`` (a naive one is read in the
-    DAG's ``timezone``); no interval starts after ``end_date``. ``catchup`` makes every missed
-    interval run, not only the latest. ``dagrun_timeout`` is a timedelta or seconds. A task's
+    ``timezone``; data intervals or trigger semantics as the deployment says), ``"@once"``,
+    ``"@continuous"``, a ``timedelta`` (data intervals of a fixed duration from the start date) or
+    a timetable object (:mod:`schedd_sdk.timetables`, Airflow's names); None or "" means manual
+    runs only. A timetable's ``timezone`` becomes the DAG's. A scheduled DAG needs a ``start_date``
+    (a naive one is read in the DAG's ``timezone``); no run comes after ``end_date``. ``catchup``
+    makes every missed run happen, not only the latest. ``dagrun_timeout`` is a timedelta or seconds. A task's
     ``params`` are the DAG's ``params``, then the task's on top, then the run's conf on top. A run's
     conf may set only the params the DAG or its tasks declare unless ``allow_undeclared_conf``.
     """
@@ -71,7 +74,7 @@ class DAG:
         dag_id: str,
         *,
         description: str | None = None,
-        schedule: str | timedelta | None = None,
+        schedule: str | timedelta | Timetable | None = None,
         timezone: str = "UTC",
         start_date: datetime | date | None = None,
         end_date: datetime | date | None = None,
@@ -97,7 +100,7 @@ class DAG:
         check = Checker(
             {
                 "description": description,
-                "schedule": None if isinstance(schedule, timedelta) else schedule,
+                "schedule": None if isinstance(schedule, timedelta | Timetable) else schedule,
                 "timezone": timezone,
                 "catchup": catchup,
                 "allow_undeclared_conf": allow_undeclared_conf,
@@ -114,7 +117,8 @@ class DAG:
         self.description = check.string("description") or ""
         self.schedule = check.string("schedule") or ""
         self.schedule_interval: timedelta | None = schedule if isinstance(schedule, timedelta) else None
-        self.timezone = check.string("timezone") or "UTC"
+        self.timetable: Timetable | None = schedule if isinstance(schedule, Timetable) else None
+        self.timezone = _timetable_zone(self.timetable, check.string("timezone") or "UTC", where)
         self.catchup = bool(check.boolean("catchup"))
         self.allow_undeclared_conf = bool(check.boolean("allow_undeclared_conf"))
         self.max_active_runs = check.integer("max_active_runs") or 0
@@ -128,8 +132,9 @@ class DAG:
         if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
             raise DagDefinitionError(f"{where}: tags must be an iterable of strings, got {tags!r}")
         self.tags: tuple[str, ...] = tuple(dict.fromkeys(tags))
-        self.start_date = _start_date(start_date, _zone(self.timezone, where), where)
-        self.end_date = _start_date(end_date, _zone(self.timezone, where), where, "end_date")
+        self.zone = _zone(self.timezone, where)
+        self.start_date = _start_date(start_date, self.zone, where)
+        self.end_date = _start_date(end_date, self.zone, where, "end_date")
         if default_args is not None and not isinstance(default_args, Mapping):
             raise DagDefinitionError(f"{where}: default_args must be a mapping, got {default_args!r}")
         self.default_args: Mapping[str, Any] = dict(default_args or {})
@@ -220,6 +225,17 @@ class DAG:
         return f"<DAG {self.dag_id!r}: {len(self._tasks)} tasks>"
 
 
+def _timetable_zone(timetable: Timetable | None, timezone: str, where: str) -> str:
+    """The DAG's zone: the timetable's when it names one (a different non-UTC ``timezone`` is an error)."""
+    if timetable is None or timetable.timezone is None or timetable.timezone == timezone:
+        return timezone
+    if timezone.upper() != "UTC":
+        raise DagDefinitionError(
+            f"{where}: timezone {timezone!r} differs from the schedule's {timetable.timezone!r}"
+        )
+    return timetable.timezone
+
+
 def _zone(name: str, where: str) -> tzinfo:
     if name.upper() == "UTC":
         return UTC
@@ -277,7 +293,7 @@ def dag(
     /,
     *,
     dag_id: str | None = None,
-    schedule: str | timedelta | None = None,
+    schedule: str | timedelta | Timetable | None = None,
     timezone: str = "UTC",
     start_date: datetime | date | None = None,
     end_date: datetime | date | None = None,
@@ -300,7 +316,7 @@ def dag(
     /,
     *,
     dag_id: str | None = None,
-    schedule: str | timedelta | None = None,
+    schedule: str | timedelta | Timetable | None = None,
     timezone: str = "UTC",
     start_date: datetime | date | None = None,
     end_date: datetime | date | None = None,

@@ -5,9 +5,11 @@ with the call's arguments bound (:mod:`schedd_sdk.arguments`) and returns it.
 
 What a worker passes at run time: the call's arguments, resolved from the stored upstream results,
 and, when the function declares them and the call does not give them, the keyword arguments
-``params`` (the task's params with the run's conf on top) and ``context`` (the run's identity:
-``SCHEDD_DAG_ID``, ``SCHEDD_RUN_ID``, ...). Upstream tasks' return values also reach a task as JSON
-in ``SCHEDD_UPSTREAM_RESULTS``, keyed by task id (:func:`schedd_sdk.upstream_results`).
+``params`` (the task's params with the run's conf on top), ``context`` (the run's identity:
+``SCHEDD_DAG_ID``, ``SCHEDD_RUN_ID``, ...) and the task context's names (``ds``, ``logical_date``,
+``ti``, ``dag_run``...: :mod:`schedd_core.task_context`). Upstream tasks' return values also
+reach a task as JSON in ``SCHEDD_UPSTREAM_RESULTS``, keyed by task id
+(:func:`schedd_sdk.upstream_results`).
 ``multiple_outputs=True`` (implied by a ``dict`` return annotation, as in Airflow) makes the task
 fail unless it returns a dict with string keys.
 

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_sdk.arguments import RUNTIME_ARGUMENTS, BoundArguments, TaskResult, bind, compile_argument
+from schedd_sdk.arguments import WORKER_PASSED, BoundArguments, TaskResult, bind, compile_argument
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.options import OPTION_NAMES, to_list_value
@@ -109,7 +109,7 @@ class PartialTask:
                     f"{what}: {key} is given to both partial() and expand(); an argument is either "
                     "constant or expanded"
                 )
-            if key in RUNTIME_ARGUMENTS and (key in named or takes_kwargs):
+            if key in WORKER_PASSED and (key in named or takes_kwargs):
                 raise DagDefinitionError(f"{what}: {key} is passed by the worker; it cannot be expanded")
             if key not in named and not takes_kwargs:
                 raise DagDefinitionError(

@@ -20,6 +20,7 @@ refuses a second run whatever happens.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +39,7 @@ from schedd_core.timetables import DataInterval
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.fence import FencedConnection
+from schedd_store.run_versions import move_to_current_version, refresh_options
 from schedd_store.schedules import NewRun, create_interval_runs
 from schedd_store.versions import VersionCache
 
@@ -133,7 +135,7 @@ async def _start(
         r.logical_date: r
         for r in (
             await conn.execute(
-                sql.RUNS_AT_LOGICAL_DATES, {"dag_id": b.dag_id, "dates": [r.interval_start for r in rows]}
+                sql.RUNS_AT_LOGICAL_DATES, {"dag_id": b.dag_id, "dates": [r.logical_date for r in rows]}
             )
         ).all()
     }
@@ -142,7 +144,7 @@ async def _start(
     to_rerun: list[tuple[Any, Any]] = []
     to_skip: list[tuple[int, str]] = []
     for r in rows:
-        run = existing.get(r.interval_start)
+        run = existing.get(r.logical_date)
         if run is None:
             to_make.append(r)
         elif run.state in (RunState.QUEUED, RunState.RUNNING):
@@ -159,16 +161,24 @@ async def _start(
         made = await create_interval_runs(
             conn,
             [
-                NewRun(b.dag_id, int(version_id), DataInterval(r.interval_start, r.interval_end))
+                NewRun(
+                    b.dag_id,
+                    int(version_id),
+                    DataInterval(r.interval_start, r.interval_end, logical=r.logical_date),
+                )
                 for r in to_make
             ],
             run_type=RunType.BACKFILL,
             backfill_id=b.id,
         )
-        linked += [(r.position, made[(b.dag_id, r.interval_start)]) for r in to_make]
+        linked += [(r.position, made[(b.dag_id, r.logical_date)]) for r in to_make]
         outcome.runs_made += len(made)
+        if b.conf is not None:
+            await conn.execute(
+                sql.SET_RUNS_CONF, {"conf": json.dumps(b.conf), "run_pks": sorted(made.values())}
+            )
     for r, run in to_rerun:
-        await _rerun(conn, b.id, run, versions)
+        await _rerun(conn, b, run, versions)
         linked.append((r.position, int(run.id)))
         outcome.runs_rerun += 1
     if linked:
@@ -185,11 +195,15 @@ async def _start(
     return len(to_skip)
 
 
-async def _rerun(conn: FencedConnection, backfill_id: int, run: Any, versions: VersionCache) -> None:
-    """Clear a finished run (locked by RUNS_AT_LOGICAL_DATES) so that it runs again as the backfill's."""
-    await versions.load(conn, {run.dag_version_id})
-    graph = versions.graph(run.dag_version_id)
+async def _rerun(conn: FencedConnection, b: Any, run: Any, versions: VersionCache) -> None:
+    """Clear a finished run (locked by RUNS_AT_LOGICAL_DATES) so that it runs again as the backfill's,
+    on the DAG's current version when the backfill says so."""
     tasks = (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": run.id})).all()
+    if b.run_on_latest_version:
+        graph, _ = await move_to_current_version(conn, b.dag_id, run.run_id, run.id, tasks)
+    else:
+        await versions.load(conn, {run.dag_version_id})
+        graph = versions.graph(run.dag_version_id)
     clearable = [t for t in tasks if t.state != TaskState.NONE and t.task_id in graph.nodes]
     if clearable:
         await conn.execute(
@@ -199,9 +213,11 @@ async def _rerun(conn: FencedConnection, backfill_id: int, run: Any, versions: V
                 "tries": [graph.nodes[t.task_id].max_tries for t in clearable],
             },
         )
+    if b.run_on_latest_version:
+        await refresh_options(conn, graph, tasks)
     await conn.execute(sql.REOPEN_RUN, {"run_pk": run.id})
     await conn.execute(sql.BUMP_CONTROL_VERSION, {"run_pk": run.id})
-    await conn.execute(sql.ADOPT_RUN, {"run_pk": run.id, "backfill_id": backfill_id, "token": conn.token})
+    await conn.execute(sql.ADOPT_RUN, {"run_pk": run.id, "backfill_id": b.id, "token": conn.token})
     await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.id)})
 
 
@@ -210,7 +226,7 @@ async def _finish(conn: FencedConnection, backfill_id: int, final: BackfillState
         await conn.execute(sql.SUCCEED_BACKFILL, {"id": backfill_id})
         return
     first = (await conn.execute(sql.FIRST_FAILED_INTERVAL, {"id": backfill_id})).first()
-    error = f"the run of {_iso(first.interval_start)} failed" if first is not None else "a run failed"
+    error = f"the run of {_iso(first.logical_date)} failed" if first is not None else "a run failed"
     await conn.execute(sql.FAIL_BACKFILL, {"id": backfill_id, "error": error})
 
 

@@ -8,6 +8,7 @@ backfill at a time (``backfills_one_active_key``; a second is refused with Alrea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,6 +39,10 @@ class BackfillOptions:
     chunk_size: int
     backward: bool
     reprocess: Reprocess
+    #: The conf of every run it creates (checked against the DAG's params by the caller).
+    conf: dict[str, Any] | None = None
+    #: Runs it reruns move to the DAG's current version first.
+    run_on_latest_version: bool = False
 
 
 def backfill_name(backfill_id: int) -> str:
@@ -73,6 +78,8 @@ async def create_backfill(
                             "chunk_size": options.chunk_size,
                             "backward": options.backward,
                             "reprocess": options.reprocess.value,
+                            "conf": json.dumps(options.conf) if options.conf is not None else None,
+                            "run_on_latest_version": options.run_on_latest_version,
                         },
                     )
                 ).scalar_one()
@@ -84,6 +91,7 @@ async def create_backfill(
                         "chunks": [i.chunk for i in intervals],
                         "starts": [i.interval.start for i in intervals],
                         "ends": [i.interval.end for i in intervals],
+                        "logical": [i.interval.logical for i in intervals],
                     },
                 )
                 if request is not None:
@@ -124,7 +132,9 @@ def dry_run(options: BackfillOptions, intervals: Sequence[PlannedInterval], now:
         created_at=now,
         updated_at=now,
         progress=BackfillProgress(len(intervals), len(intervals), 0, 0, 0, 0),
-        intervals=[(i.interval.start, i.interval.end) for i in intervals],
+        intervals=[(i.interval.start, i.interval.end, i.interval.logical_date) for i in intervals],
+        conf=options.conf,
+        run_on_latest_version=options.run_on_latest_version,
     )
 
 
@@ -206,4 +216,6 @@ def _backfill(m: Any) -> BackfillRecord:
             failed=int(m["failed"]),
             skipped=int(m["skipped"]),
         ),
+        conf=m["conf"],
+        run_on_latest_version=bool(m["run_on_latest_version"]),
     )

@@ -27,15 +27,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArgument, NotFound, quote
-from schedd_core.explain import ExplainFacts, explain
 from schedd_core.graph import DagGraph
-from schedd_core.mapping import UNMAPPED, split_key
-from schedd_core.planner import TaskSnapshot
 from schedd_core.states import RUN_FINISHED, WAITING_TO_RUN, RunState, TaskState, allowed_task_sources
 from schedd_faults import FaultPoints
-from schedd_store import channels
+from schedd_store import channels, run_versions
 from schedd_store import statements as sql
-from schedd_store.instance_lookup import NotStartedYet, missing_instance
+from schedd_store.instance_lookup import missing_instance
 from schedd_store.instance_selection import keys_in_order, to_clear, to_reevaluate
 from schedd_store.records import parse_spec
 from schedd_store.requests import RequestKey, earlier_outcome, record_outcome
@@ -65,6 +62,22 @@ class _LockedRun:
     graph: DagGraph
     #: The run's task instances by key (``task_id``, or ``task_id[map_index]`` for a mapped instance).
     tasks: dict[str, Any]
+    dag_id: str = ""
+    run_id: str = ""
+    #: Set when the change moved the run to its DAG's current version (that version's hash).
+    moved_to: str = ""
+
+    async def move_to_current_version(self, conn: AsyncConnection) -> None:
+        """Pin the run to its DAG's current version (``schedd_store.run_versions``); later choices of
+        task instances use that version's graph."""
+        self.graph, self.moved_to = await run_versions.move_to_current_version(
+            conn, self.dag_id, self.run_id, self.pk, self.tasks.values()
+        )
+
+    async def refresh_options(self, conn: AsyncConnection) -> None:
+        """After a move: task instances waiting to run take the options of the new version's tasks."""
+        if self.moved_to:
+            await run_versions.refresh_options(conn, self.graph, self.tasks.values())
 
 
 async def _lock_run(
@@ -79,7 +92,14 @@ async def _lock_run(
     tasks = {t.task_key: t for t in (await conn.execute(sql.LOCK_RUN_TASKS, {"run_pk": row.id})).all()}
     if faults is not None:
         faults.hit("control.read")  # a test widens the window between this read and the writes
-    return _LockedRun(pk=row.id, state=row.state, graph=DagGraph.from_spec(parse_spec(row.spec)), tasks=tasks)
+    return _LockedRun(
+        pk=row.id,
+        state=row.state,
+        graph=DagGraph.from_spec(parse_spec(row.spec)),
+        tasks=tasks,
+        dag_id=dag_id,
+        run_id=run_id,
+    )
 
 
 async def _wake_claims(conn: AsyncConnection, run: _LockedRun) -> None:
@@ -191,8 +211,12 @@ async def clear(
     only_failed: bool,
     faults: FaultPoints | None = None,
     request: RequestKey | None = None,
+    latest_version: bool = False,
 ) -> list[str]:
     """Reset task instances (and optionally everything downstream/upstream of them) to run again.
+
+    With ``latest_version`` the run first moves to its DAG's current version
+    (``schedd_store.run_versions``): the tasks are chosen, and run, by that version.
 
     ``task_ids`` holds task ids, each for every task instance of its task (all instances of a mapped
     task, or its placeholder), and ``task_id[map_index]`` keys, each for one instance of a mapped
@@ -204,7 +228,7 @@ async def clear(
         if earlier is not None:
             return list(json.loads(earlier))
         cleared = await _clear_locked(
-            conn, dag_id, run_id, task_ids, downstream, upstream, only_failed, faults
+            conn, dag_id, run_id, task_ids, downstream, upstream, only_failed, faults, latest_version
         )
         await record_outcome(conn, CLEAR_TASK_INSTANCES, request, json.dumps(cleared))
     return cleared
@@ -219,12 +243,18 @@ async def _clear_locked(
     upstream: bool,
     only_failed: bool,
     faults: FaultPoints | None,
+    latest_version: bool = False,
 ) -> list[str]:
     run = await _lock_run(conn, dag_id, run_id, faults)
+    if latest_version:
+        await run.move_to_current_version(conn)
     rows = to_clear(run.graph, dag_id, run.tasks.values(), task_ids, downstream=downstream, upstream=upstream)
     if only_failed:
         rows = [t for t in rows if t.state in (TaskState.FAILED, TaskState.UPSTREAM_FAILED)]
     if not rows:
+        if run.moved_to:  # moved, nothing to clear: the leader plans the run by its new version
+            await run.refresh_options(conn)
+            await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
         return []
     await _stop(
         conn,
@@ -233,6 +263,7 @@ async def _clear_locked(
         error="the task instance was cleared",
     )
     cleared = await _clear(conn, run, rows)
+    await run.refresh_options(conn)
     await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
     await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
     await _wake_claims(conn, run)
@@ -260,18 +291,20 @@ async def set_state(
     *,
     faults: FaultPoints | None = None,
     request: RequestKey | None = None,
+    latest_version: bool = False,
 ) -> None:
     """Mark the task instance ``task_key`` names (a task id, or ``task_id[map_index]`` for one
     instance of a mapped task) succeeded or failed by hand (a failed mark uses up its retries). Marking
     a task instance with the state it has already changes nothing, and so does a retry of a request
     that committed (even if the task instance was cleared since). NotFound (saying why) when the key
-    names no task instance."""
+    names no task instance. With ``latest_version`` the run first moves to its DAG's current
+    version, so the tasks the mark lets run run that version."""
     if state not in (TaskState.SUCCESS, TaskState.FAILED):
         raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
     async with engine.begin() as conn:
         if await earlier_outcome(conn, SET_TASK_INSTANCE_STATE, request) is not None:
             return
-        await _set_state_locked(conn, dag_id, run_id, task_key, state, faults)
+        await _set_state_locked(conn, dag_id, run_id, task_key, state, faults, latest_version)
         await record_outcome(
             conn, SET_TASK_INSTANCE_STATE, request, f"dags/{dag_id}/runs/{run_id}/tasks/{task_key}"
         )
@@ -284,12 +317,18 @@ async def _set_state_locked(
     task_key: str,
     state: TaskState,
     faults: FaultPoints | None,
+    latest_version: bool = False,
 ) -> None:
     run = await _lock_run(conn, dag_id, run_id, faults)
+    if latest_version:
+        await run.move_to_current_version(conn)
     ti = run.tasks.get(task_key)
-    if ti is None:
+    if ti is None or ti.task_id not in run.graph.nodes:
         raise await missing_instance(conn, dag_id, run_id, task_key)
     if ti.state == state:
+        await run.refresh_options(conn)
+        if run.moved_to:
+            await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
         await _wake_claims(conn, run)
         return
     if ti.state == TaskState.RUNNING:
@@ -308,80 +347,7 @@ async def _set_state_locked(
         again = to_reevaluate(run.graph, run.tasks.values(), ti.task_id)
         if again:
             await _clear(conn, run, again)
+    await run.refresh_options(conn)
     await conn.execute(sql.REOPEN_RUN, {"run_pk": run.pk})
     await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": str(run.pk)})
     await _wake_claims(conn, run)
-
-
-async def explain_task(
-    engine: AsyncEngine, dag_id: str, run_id: str, task_key: str
-) -> tuple[TaskState, list[str]]:
-    """Why the task instance ``task_key`` names (a task id, or ``task_id[map_index]``) is in its state.
-    A task of a run not planned yet is explained from the run; NotFound (saying why) when the key
-    names no task instance otherwise."""
-    task_id, map_index = split_key(task_key)
-    params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
-    async with engine.connect() as conn:
-        row = (await conn.execute(sql.EXPLAIN_TASK, params)).first()
-        if row is None:
-            missing = await missing_instance(conn, dag_id, run_id, task_key)
-            if map_index == UNMAPPED and isinstance(missing, NotStartedYet):
-                return await _explain_without_instance(conn, dag_id, run_id, task_id)
-            raise missing
-        spec_row = (await conn.execute(sql.GET_VERSION_SPECS, {"ids": [row.dag_version_id]})).one()
-        tasks = {
-            t.task_key: TaskSnapshot(TaskState(t.state))
-            for t in (await conn.execute(sql.RUN_TASK_STATES, {"run_pk": row.run_pk})).all()
-        }
-        now = (await conn.execute(sql.NOW)).scalar_one()
-        graph = DagGraph.from_spec(parse_spec(spec_row.spec))
-        past_state = None
-        if task_id in graph.nodes and graph.nodes[task_id].depends_on_past:
-            past = (
-                await conn.execute(sql.PAST_TASK_STATES, {"run_pks": [row.run_pk], "task_ids": [task_id]})
-            ).first()
-            past_state = TaskState(past.state) if past is not None else None
-    facts = ExplainFacts(
-        task_id=task_id,
-        state=TaskState(row.state),
-        run_state=row.run_state,
-        paused=row.paused,
-        pool=row.pool,
-        pool_slots=row.pool_slots,
-        pool_total=row.pool_total,
-        pool_used=int(row.pool_used),
-        dag_active=int(row.dag_active),
-        task_active=int(row.task_active),
-        dag_running_runs=int(row.dag_running_runs),
-        waiting_ahead=int(row.ahead),
-        next_retry_at=row.next_retry_at,
-        now=now,
-        try_number=row.try_number,
-        max_tries=row.max_tries,
-        queue=row.queue,
-        workers_for_queue=int(row.workers),
-        past_state=past_state,
-    )
-    return facts.state, explain(graph, facts, tasks)
-
-
-async def _explain_without_instance(
-    conn: AsyncConnection, dag_id: str, run_id: str, task_id: str
-) -> tuple[TaskState, list[str]]:
-    """The task has no task instance yet: its run has not been planned (queued, or paused)."""
-    run = (await conn.execute(sql.READ_RUN_WITH_SPEC, {"dag_id": dag_id, "run_id": run_id})).first()
-    if run is None:
-        raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
-    graph = DagGraph.from_spec(parse_spec(run.spec))
-    if task_id not in graph.nodes:
-        raise NotFound(f"dag {quote(dag_id)} has no task {quote(task_id)}")
-    if run.paused:
-        return TaskState.NONE, ["its DAG is paused"]
-    if run.state == RunState.QUEUED and graph.max_active_runs:
-        running = (await conn.execute(sql.RUNNING_RUNS_OF_DAGS, {"dag_ids": [dag_id]})).first()
-        count = int(running.running) if running else 0
-        return TaskState.NONE, [
-            f"its run waits to start: {count} of max_active_runs={graph.max_active_runs} runs of the DAG "
-            "are running"
-        ]
-    return TaskState.NONE, [f"its run is {run.state} and has not been planned yet"]

@@ -19,17 +19,44 @@ from schedd_store.requests import RequestKey, claim_request, record_resource
 REGISTER_DAG = "RegisterDag"
 
 
-async def register_dag(
-    engine: AsyncEngine, spec: pb.DagSpec, request: RequestKey | None = None, *, schedule_key: str = ""
-) -> tuple[DagRecord, bool]:
-    """Store ``spec`` (already validated) as the DAG's latest version.
+@dataclass(frozen=True)
+class Registration:
+    """What registering a spec did."""
 
-    Returns the DAG and whether a new version was created; an identical spec
-    (same canonical hash) creates none. Concurrent registrations of one DAG are
-    serialised by a row lock on the DAG. With ``request``, a retry changes nothing
-    and the same request id with another spec is refused (AlreadyExists). When
-    ``schedule_key`` (``schedd_core.timetables.schedule_key``) differs from the stored
-    one, the leader is woken to plan the DAG's schedule afresh, in the same transaction.
+    dag: DagRecord
+    #: A new version was stored (False: the spec was identical to a version the DAG had).
+    created_version: bool
+    #: The DAG's current version hash before the call; "" when the call created the DAG.
+    previous_version: str
+    created_dag: bool
+
+    @property
+    def moved_back(self) -> bool:
+        """The DAG's current version is now an older version it had before (not the one it had)."""
+        return (
+            not self.created_version
+            and bool(self.previous_version)
+            and (self.previous_version != self.dag.version_hash)
+        )
+
+
+async def register_dag(
+    engine: AsyncEngine,
+    spec: pb.DagSpec,
+    request: RequestKey | None = None,
+    *,
+    schedule_key: str = "",
+    paused_if_created: bool = False,
+) -> Registration:
+    """Store ``spec`` (already validated) as the DAG's current version.
+
+    A new DAG is created paused when ``paused_if_created``; an existing DAG keeps its paused state.
+    An identical spec (same canonical hash) creates no version: the DAG's current version becomes
+    that one (which may be an older one: :attr:`Registration.moved_back`). Concurrent registrations
+    of one DAG are serialised by a row lock on the DAG. With ``request``, a retry changes nothing and
+    the same request id with another spec is refused (AlreadyExists). When ``schedule_key``
+    (``schedd_core.timetable_spec.schedule_key``) differs from the stored one, the leader is woken to plan
+    the DAG's schedule afresh, in the same transaction.
     """
     spec = canonical(spec)
     vhash = version_hash(spec)
@@ -37,12 +64,14 @@ async def register_dag(
         if request is not None:
             if await claim_request(conn, REGISTER_DAG, request.request_id, request.body_hash) is not None:
                 row = (await conn.execute(sql.GET_DAG, {"dag_id": spec.dag_id})).one()
-                return _dag(row._mapping), False
+                return Registration(_dag(row._mapping), False, row.version_hash, False)
             await record_resource(
                 conn, REGISTER_DAG, request.request_id, f"dags/{spec.dag_id}/versions/{vhash}"
             )
-        await conn.execute(sql.ENSURE_DAG, {"dag_id": spec.dag_id})
-        await conn.execute(sql.LOCK_DAG, {"dag_id": spec.dag_id})
+        created_dag = (
+            await conn.execute(sql.ENSURE_DAG, {"dag_id": spec.dag_id, "paused": paused_if_created})
+        ).first() is not None
+        previous = (await conn.execute(sql.LOCK_DAG_CURRENT_VERSION, {"dag_id": spec.dag_id})).scalar()
         params = {"dag_id": spec.dag_id, "version_hash": vhash}
         inserted = (
             await conn.execute(
@@ -54,7 +83,7 @@ async def register_dag(
         await conn.execute(sql.SET_LATEST_VERSION, {"dag_id": spec.dag_id, "version_id": version_id})
         await schedules.reset_schedule(conn, spec.dag_id, schedule_key)
         row = (await conn.execute(sql.GET_DAG, {"dag_id": spec.dag_id})).one()
-    return _dag(row._mapping), inserted is not None
+    return Registration(_dag(row._mapping), inserted is not None, previous or "", created_dag)
 
 
 async def get_dag(engine: AsyncEngine, dag_id: str) -> DagRecord:
@@ -81,6 +110,8 @@ class VersionRecord:
     task_count: int
     #: Only when read one by one (``get_version``).
     spec: pb.DagSpec | None = None
+    #: The DAG's current version (the one new runs use).
+    current: bool = False
 
 
 async def list_versions(engine: AsyncEngine, dag_id: str, *, before: int, limit: int) -> list[VersionRecord]:
@@ -91,7 +122,10 @@ async def list_versions(engine: AsyncEngine, dag_id: str, *, before: int, limit:
         rows = (
             await conn.execute(sql.LIST_DAG_VERSIONS, {"dag_id": dag_id, "before": before, "limit": limit})
         ).all()
-    return [VersionRecord(r.id, dag_id, r.version_hash, r.created_at, r.task_count) for r in rows]
+    return [
+        VersionRecord(r.id, dag_id, r.version_hash, r.created_at, r.task_count, current=r.current)
+        for r in rows
+    ]
 
 
 async def get_version(engine: AsyncEngine, dag_id: str, version_hash: str) -> VersionRecord:
@@ -102,7 +136,7 @@ async def get_version(engine: AsyncEngine, dag_id: str, version_hash: str) -> Ve
     if row is None:
         raise NotFound(f"version {quote(version_hash)} of dag {quote(dag_id)} not found")
     return VersionRecord(
-        row.id, dag_id, row.version_hash, row.created_at, row.task_count, parse_spec(row.spec)
+        row.id, dag_id, row.version_hash, row.created_at, row.task_count, parse_spec(row.spec), row.current
     )
 
 

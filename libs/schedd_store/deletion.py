@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.errors import FailedPrecondition, NotFound, quote
-from schedd_store import channels
+from schedd_store import channels, control
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
 from schedd_store.requests import RequestKey, earlier_outcome, record_outcome
@@ -30,14 +30,21 @@ _SPEC_PAGE = 200
 _NAMED = 5
 
 
-async def delete_dag(engine: AsyncEngine, dag_id: str, request: RequestKey | None = None) -> None:
+async def delete_dag(
+    engine: AsyncEngine, dag_id: str, request: RequestKey | None = None, *, cancel_runs: bool = False
+) -> None:
     """Delete the DAG and everything recorded under it. Refused while it has runs queued or
-    running, a backfill running or paused, or task instances queued or running."""
+    running, a backfill running or paused, or task instances queued or running, unless
+    ``cancel_runs``: then its backfills and runs in flight are cancelled first, in the same
+    transaction (all or nothing). A worker still running an attempt of a deleted run is told to stop
+    it at its next heartbeat, which finds no such attempt."""
     async with engine.begin() as conn:
         if await earlier_outcome(conn, DELETE_DAG, request) is not None:
             return
         if (await conn.execute(sql.LOCK_DAG, {"dag_id": dag_id})).first() is None:
             raise NotFound(f"dag {quote(dag_id)} not found")
+        if cancel_runs:
+            await _cancel_in_flight(conn, dag_id)
         busy = (await conn.execute(sql.DAG_IN_FLIGHT, {"dag_id": dag_id})).one()
         reasons = [
             f"{count} {what}"
@@ -56,6 +63,15 @@ async def delete_dag(engine: AsyncEngine, dag_id: str, request: RequestKey | Non
         await conn.execute(sql.DELETE_DAG, {"dag_id": dag_id})
         await conn.execute(sql.NOTIFY, {"channel": channels.DAGS, "payload": dag_id})
         await record_outcome(conn, DELETE_DAG, request, f"dags/{dag_id}")
+
+
+async def _cancel_in_flight(conn: AsyncConnection, dag_id: str) -> None:
+    """Cancel the (locked) DAG's running or paused backfills and its queued or running runs."""
+    for backfill_id in (await conn.execute(sql.ACTIVE_BACKFILL_OF_DAG, {"dag_id": dag_id})).scalars():
+        await conn.execute(sql.LOCK_BACKFILL, {"id": backfill_id})
+        await conn.execute(sql.CANCEL_BACKFILL, {"id": backfill_id})
+    for run_id in (await conn.execute(sql.UNFINISHED_RUN_IDS_OF_DAG, {"dag_id": dag_id})).scalars():
+        await control.cancel_locked(conn, dag_id, run_id)
 
 
 async def delete_run(

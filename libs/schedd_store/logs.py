@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import NotFound, quote
 from schedd_core.mapping import split_key
+from schedd_core.states import TaskState
 from schedd_store import statements as sql
 from schedd_store.instance_lookup import NotStartedYet, missing_instance
+
+#: Stored pieces of output read at a time.
+PAGE_ROWS = 1000
+
+#: Task instance states that last until it is cleared: no further try starts from them.
+FINAL_STATES = frozenset(
+    {TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED, TaskState.UPSTREAM_FAILED, TaskState.REMOVED}
+)
 
 
 @dataclass(frozen=True)
@@ -18,6 +30,12 @@ class LogSlice:
     next_offset: int
     try_number: int
     complete: bool
+    #: The task instance as it was when this was read (in the same snapshot as ``complete``).
+    state: TaskState
+    #: Its latest try that has an attempt.
+    latest_try: int
+    #: How many tries it may have (retries + 1, plus one per attempt lost with its worker).
+    max_tries: int
 
 
 async def read_logs(
@@ -31,34 +49,63 @@ async def read_logs(
     max_bytes: int,
 ) -> LogSlice:
     """Output of one attempt of the task instance ``task_key`` names (a task id, or
-    ``task_id[map_index]``) from byte ``offset`` (``try_number`` 0: the latest attempt).
+    ``task_id[map_index]``) from byte ``offset`` (``try_number`` 0: its latest try that has an
+    attempt, so a retry that is queued but not started yet does not hide the try before it): all of
+    it up to ``max_bytes``, however many pieces it was stored in.
 
     ``complete`` is true once the attempt has ended; output can still arrive for a moment after
     an attempt ended, so followers should read once more after seeing it. Raises
     :class:`NotStartedYet` (a NotFound) while the task instance does not exist or has not run yet,
-    NotFound when the key names no task instance for good, or the try does not exist.
+    or while the try asked for is the one after its latest and the task instance is not in a
+    final state (it may still run it); NotFound when the key names no task instance for good, or
+    the try does not exist and will not.
     """
     task_id, map_index = split_key(task_key)
     params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
     async with engine.connect() as conn:
-        ti = (await conn.execute(sql.FIND_TASK_INSTANCE, params)).first()
-        if ti is None:
-            raise await missing_instance(conn, dag_id, run_id, task_key)
-        number = try_number or ti.try_number
-        if ti.try_number == 0:
-            raise NotStartedYet(f"task {quote(task_key)} of run {quote(run_id)} has not run yet")
-        if number > ti.try_number:
-            raise NotFound(
-                f"task {quote(task_key)} of run {quote(run_id)} has no try {number} (latest: {ti.try_number})"
-            )
-        rows = (
-            await conn.execute(sql.READ_LOGS, {"ti_id": ti.id, "try_number": number, "offset": offset})
-        ).all()
-        attempt_state = (
-            await conn.execute(sql.ATTEMPT_STATE, {"ti_id": ti.id, "try_number": number})
-        ).scalar()
-    out = bytearray()
-    position = offset
+        conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with conn.begin():
+            ti = (await conn.execute(sql.FIND_TASK_INSTANCE, params)).first()
+            if ti is None:
+                raise await missing_instance(conn, dag_id, run_id, task_key)
+            latest = ti.attempted_try or 0
+            number = try_number or latest
+            if number == 0 or number > latest:
+                _no_such_try(task_key, run_id, number, latest, TaskState(ti.state))
+            out = bytearray()
+            position = offset
+            while len(out) < max_bytes:  # a page of stored pieces at a time
+                read = {"ti_id": ti.id, "try_number": number, "offset": position, "limit": PAGE_ROWS}
+                rows = (await conn.execute(sql.READ_LOGS, read)).all()
+                position = _append(out, rows, position, max_bytes)
+                if len(rows) < PAGE_ROWS:
+                    break
+            attempt_state = (
+                await conn.execute(sql.ATTEMPT_STATE, {"ti_id": ti.id, "try_number": number})
+            ).scalar()
+    return LogSlice(
+        data=out.decode(errors="replace"),
+        next_offset=position,
+        try_number=number,
+        complete=attempt_state is not None and attempt_state != "running",
+        state=TaskState(ti.state),
+        latest_try=latest,
+        max_tries=ti.max_tries,
+    )
+
+
+def _no_such_try(task_key: str, run_id: str, number: int, latest: int, state: TaskState) -> NoReturn:
+    where = f"task {quote(task_key)} of run {quote(run_id)}"
+    if latest == 0:
+        raise NotStartedYet(f"{where} has not run yet")
+    if number == latest + 1 and state not in FINAL_STATES:
+        raise NotStartedYet(f"{where} has not started try {number} yet (it is {state.value})")
+    raise NotFound(f"{where} has no try {number} (latest: {latest})")
+
+
+def _append(out: bytearray, rows: Sequence[Row[Any]], position: int, max_bytes: int) -> int:
+    """Add the stored pieces ``rows`` from byte ``position`` to ``out``, up to ``max_bytes`` in all;
+    the position after them."""
     for row in rows:
         data = row.data.encode()
         start = row.byte_offset
@@ -72,7 +119,4 @@ async def read_logs(
             position -= len(out) - max_bytes
             del out[max_bytes:]
             break
-    complete = attempt_state is not None and attempt_state != "running"
-    return LogSlice(
-        data=out.decode(errors="replace"), next_offset=position, try_number=number, complete=complete
-    )
+    return position

@@ -40,6 +40,8 @@ class TaskInstanceRecord:
     priority_weight: int
     pool: str
     queue: str
+    #: Hash of the DAG version the current (or last) attempt ran; None before any attempt.
+    version_hash: str | None = None
 
     @property
     def key(self) -> str:
@@ -67,6 +69,8 @@ class RunRecord:
     data_interval_start: datetime | None = None
     data_interval_end: datetime | None = None
     backfill_id: int | None = None
+    #: The run ended because it was cancelled (its state is failed).
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,12 @@ class BackfillRecord:
     created_at: datetime
     updated_at: datetime
     progress: BackfillProgress
-    #: For a dry run only: the intervals, in the order their runs would be made.
-    intervals: list[tuple[datetime, datetime]] = field(default_factory=list)
+    #: For a dry run only: the intervals (start, end, logical date), in the order their runs would be made.
+    intervals: list[tuple[datetime, datetime, datetime]] = field(default_factory=list)
+    #: The conf of the runs it creates (None: none).
+    conf: dict[str, Any] | None = None
+    #: Runs it reruns move to the DAG's current version first.
+    run_on_latest_version: bool = False
 
 
 def parse_spec(data: bytes) -> pb.DagSpec:

@@ -99,6 +99,15 @@ async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
     return _run(row._mapping, tis)
 
 
+async def pinned_version(engine: AsyncEngine, dag_id: str, run_id: str) -> str:
+    """The hash of the DAG version the run is pinned to now."""
+    async with engine.connect() as conn:
+        row = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
+    if row is None:
+        raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
+    return str(row.version_hash)
+
+
 def _in_task_order(tis: list[TaskInstanceRecord], order: Sequence[str]) -> list[TaskInstanceRecord]:
     """Task instances by their task's place in ``order`` (a task not in it last), then map index."""
     place = {task_id: i for i, task_id in enumerate(order)}
@@ -189,6 +198,7 @@ def _run(m: Any, tis: list[TaskInstanceRecord]) -> RunRecord:
         data_interval_start=m["data_interval_start"],
         data_interval_end=m["data_interval_end"],
         backfill_id=m["backfill_id"],
+        cancelled=m["cancelled"],
     )
 
 
@@ -209,4 +219,5 @@ def _ti(m: Any) -> TaskInstanceRecord:
         priority_weight=m["priority_weight"],
         pool=m["pool"],
         queue=m["queue"],
+        version_hash=m["attempt_version"],
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -40,7 +41,9 @@ class DueDag:
     next_interval: DataInterval | None
     #: Runs of the DAG queued or running, other than backfill runs.
     active_runs: int
+    #: Without a stored next run: where planning starts (see schedd_core.schedule_plan).
     latest_logical_date: datetime | None
+    covered_until: datetime | None
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class NewRun:
 
 @dataclass(frozen=True)
 class ScheduleState:
-    """What to keep for one DAG: its next interval and when to look again (None: not on a timer)."""
+    """What to keep for one DAG: its next run and when to look again (None: not on a timer)."""
 
     dag_id: str
     next_interval: DataInterval | None
@@ -95,13 +98,10 @@ async def lock_due_dags(
         DueDag(
             dag_id=r.dag_id,
             version_id=int(r.latest_version_id),
-            next_interval=(
-                DataInterval(r.next_interval_start, r.next_interval_end)
-                if r.next_interval_start is not None
-                else None
-            ),
+            next_interval=_next_interval(r),
             active_runs=int(r.active_runs),
             latest_logical_date=r.latest_logical_date,
+            covered_until=r.covered_until,
         )
         for r in rows
     ]
@@ -136,7 +136,8 @@ async def create_interval_runs(
     params = {
         "dag_ids": [r.dag_id for r in runs],
         "version_ids": [r.version_id for r in runs],
-        "run_ids": [run_id_for(run_type, r.interval.start) for r in runs],
+        "run_ids": [run_id_for(run_type, r.interval.logical_date) for r in runs],
+        "logical": [r.interval.logical_date for r in runs],
         "starts": [r.interval.start for r in runs],
         "ends": [r.interval.end for r in runs],
         "run_type": run_type.value,
@@ -170,6 +171,7 @@ async def keep_schedule_states(conn: FencedConnection, states: Sequence[Schedule
             "dag_ids": [s.dag_id for s in states],
             "next_starts": [s.next_interval.start if s.next_interval else None for s in states],
             "next_ends": [s.next_interval.end if s.next_interval else None for s in states],
+            "next_logicals": [s.next_interval.logical if s.next_interval else None for s in states],
             "due_ats": [s.due_at for s in states],
         },
     )
@@ -196,14 +198,24 @@ async def wake_schedule(conn: AsyncConnection, dag_id: str) -> None:
     await conn.execute(sql.WAKE_SCHEDULE, {"dag_id": dag_id})
 
 
-async def stored_schedule(conn: AsyncConnection, dag_id: str) -> tuple[DataInterval | None, datetime | None]:
-    """The DAG's stored next interval and its latest scheduled or backfill logical date."""
+@dataclass(frozen=True)
+class StoredSchedule:
+    """A DAG's stored next run and, without one, where planning starts."""
+
+    next_interval: DataInterval | None
+    latest_logical_date: datetime | None
+    covered_until: datetime | None
+
+
+async def stored_schedule(conn: AsyncConnection, dag_id: str) -> StoredSchedule:
+    """The DAG's stored schedule state (all None for an unknown DAG)."""
     row = (await conn.execute(sql.SCHEDULE_STATE_OF_DAG, {"dag_id": dag_id})).first()
     if row is None:
-        return None, None
-    interval = (
-        DataInterval(row.next_interval_start, row.next_interval_end)
-        if row.next_interval_start is not None
-        else None
-    )
-    return interval, row.latest_logical_date
+        return StoredSchedule(None, None, None)
+    return StoredSchedule(_next_interval(row), row.latest_logical_date, row.covered_until)
+
+
+def _next_interval(row: Any) -> DataInterval | None:
+    if row.next_interval_start is None:
+        return None
+    return DataInterval(row.next_interval_start, row.next_interval_end, logical=row.next_logical_date)

@@ -2,13 +2,20 @@
 
 * ``render FILE`` prints the spec(s) a DAG file compiles to (YAML unless ``-o json``), in the form
   ``dags register`` reads back; one spec as one document, several as a YAML stream or a JSON list.
+  They are exactly what ``dags register FILE`` with the same ``--bundle``/``--no-bundle`` sends
+  (``schedctl.dagfiles``): the same module names of Python tasks and the same code bundle hash,
+  whatever the current directory. Fields at their defaults are left out, and integral numbers
+  are shown as integers unless a param is declared ``number`` (``schedctl.documents``).
 * ``test FILE_OR_DAG`` runs a DAG once in this process (:mod:`schedctl.local_run`: the scheduler's
   planner, a worker's executor, no etcd or PostgreSQL), printing each task's state and output as it
   goes; it exits 0 when the run succeeds and 1 when it fails, as Airflow's ``dags test`` does.
 
 A file that cannot be read, fails to import or does not compile to a valid spec exits 2 with the
 message (the file, the DAG and the task at fault); so does an unknown DAG id or bad ``--conf``
-(not a JSON object, or one the api would refuse: ``schedd_core.params.check_run_params``).
+(not a JSON object, or one the api would refuse, with the api's message: ``schedctl.local_inputs``).
+``--logical-date`` on a DAG with a schedule makes the run the scheduled run of the interval starting
+then (its tasks see that data interval); a date no interval starts at exits 2. Without it, or for a
+DAG without a schedule, the run is manual (no data interval).
 Neither command talks to the api.
 """
 
@@ -22,14 +29,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
-from google.protobuf import json_format
 
+from schedctl import dagfiles
 from schedctl.cli import EXIT_REJECTED, EXIT_RUN_FAILED, Format, OutputOption, fail, state, use_format
 from schedctl.dags import dags_app
+from schedctl.documents import spec_document
+from schedctl.local_inputs import cluster_conf, scheduled_interval
 from schedctl.specfile import SpecFileError, load_specs
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.bundle_archive import BundleError
 from schedd_core.errors import InvalidArgument
-from schedd_core.params import check_run_params
 from schedd_core.states import RunState, TaskState
 
 if TYPE_CHECKING:
@@ -42,11 +51,26 @@ MAX_CONF_BYTES = 64 * 1024
 @dags_app.command("render")
 def dags_render(
     path: Annotated[Path, typer.Argument(help="a DAG file (Python, YAML or JSON) or a directory of them")],
+    bundle: Annotated[
+        Path | None,
+        typer.Option("--bundle", help="the code bundle's directory, as for dags register"),
+    ] = None,
+    no_bundle: Annotated[
+        bool, typer.Option("--no-bundle", help="no code bundle, as for dags register")
+    ] = False,
     output_format: OutputOption = None,
 ) -> None:
-    """Print the spec each DAG of a file compiles to (YAML, or JSON with -o json)."""
+    """Print the spec each DAG of a file compiles to (YAML, or JSON with -o json): exactly what dags
+    register sends for it, from any directory. Every file that fails is listed; the exit code is
+    then 2 and nothing is printed on standard output."""
     use_format(output_format)
-    documents = [_document(spec) for spec in _load(path)]
+    try:
+        prepared = dagfiles.prepare(path, bundle=bundle, no_bundle=no_bundle)
+    except (SpecFileError, BundleError) as exc:
+        fail(EXIT_REJECTED, str(exc))
+    if prepared.errors:
+        fail(EXIT_REJECTED, "\n".join(prepared.errors))
+    documents = [spec_document(spec) for spec in prepared.specs]
     if state.format is Format.json:
         typer.echo(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
     else:
@@ -68,21 +92,29 @@ def dags_test(
     dags_folder: Annotated[
         Path, typer.Option(envvar="SCHEDCTL_DAGS_FOLDER", help="where to look for a DAG given by id")
     ] = Path("dags"),
+    output_format: OutputOption = None,
 ) -> None:
-    """Run a DAG once, here, with no services; exit 0 if the run succeeds, 1 if it fails."""
+    """Run a DAG once, here, with no services; exit 0 if the run succeeds, 1 if it fails. It prints
+    its progress as text in every output format."""
+    use_format(output_format)
     spec = _pick(target, dag_id, dags_folder)
-    run_conf = _conf(conf)
+    moment = _logical_date(logical_date)
     try:
-        check_run_params(spec, run_conf)
+        run_conf = cluster_conf(spec, _conf(conf))
+        interval = scheduled_interval(spec, moment) if logical_date is not None else None
     except InvalidArgument as exc:
         fail(EXIT_REJECTED, str(exc))
-    moment = _logical_date(logical_date)
-    typer.echo(f"dag {spec.dag_id}: testing a run at {moment.isoformat()}")
+    covers = (
+        f", the scheduled run of {interval[0].isoformat()} .. {interval[1].isoformat()}" if interval else ""
+    )
+    typer.echo(f"dag {spec.dag_id}: testing a run at {moment.isoformat()}{covers}")
     # Imported here: the local executor pulls in the store and the worker's executor, which no other
     # command needs (schedctl starts faster without them).
     from schedctl.local_run import run_locally
 
-    run = asyncio.run(run_locally(spec, conf=run_conf, logical_date=moment, on_event=_print_event))
+    run = asyncio.run(
+        run_locally(spec, conf=run_conf, logical_date=moment, on_event=_print_event, data_interval=interval)
+    )
     typer.echo(f"run {run.run_id}: {run.state.value}")
     if run.state is not RunState.SUCCESS:
         raise typer.Exit(EXIT_RUN_FAILED)
@@ -93,10 +125,6 @@ def _load(path: Path) -> list[pb.DagSpec]:
         return load_specs(path)
     except SpecFileError as exc:
         fail(EXIT_REJECTED, str(exc))
-
-
-def _document(spec: pb.DagSpec) -> dict[str, Any]:
-    return json_format.MessageToDict(spec, preserving_proto_field_name=True)
 
 
 def _pick(target: str, dag_id: str | None, dags_folder: Path) -> pb.DagSpec:
@@ -145,7 +173,7 @@ def _logical_date(raw: str | None) -> datetime:
         moment = datetime.fromisoformat(raw)
     except ValueError:
         fail(EXIT_REJECTED, f"--logical-date {raw!r} is not an ISO 8601 date or time")
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _print_event(event: local_run.TaskEvent) -> None:

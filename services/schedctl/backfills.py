@@ -4,26 +4,23 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import date, datetime, tzinfo
 from enum import StrEnum
 from typing import Annotated
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from schedctl import output
+from schedctl import dates, output
 from schedctl.cli import (
-    EXIT_REJECTED,
     EXIT_RUN_FAILED,
     OutputOption,
     app,
     call,
-    fail,
     show,
     state,
     use_format,
 )
+from schedctl.runs import parse_conf
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 from schedd_rpc import convert
@@ -48,42 +45,28 @@ class ReprocessChoice(StrEnum):
     rerun_all = "rerun_all"
 
 
-def parse_moment(text: str, zone: tzinfo, option: str) -> datetime:
-    """An ISO 8601 date or date-time; without a UTC offset it is read in ``zone`` (the DAG's)."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            moment = datetime.combine(date.fromisoformat(text), datetime.min.time())
-        except ValueError:
-            fail(
-                EXIT_REJECTED, f"{option} {text!r} is not an ISO 8601 date or date-time (2024-01-31[T06:00])"
-            )
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
-
-
 def backfill_name(ref: str) -> str:
     """Accept ``backfills/7`` or ``7``."""
     return ref if ref.startswith("backfills/") else f"backfills/{ref}"
 
 
-def _dag_zone(dag_id: str) -> tzinfo:
-    dag = call(state.client.dags.GetDag, api_pb2.GetDagRequest(name=f"dags/{dag_id}"))
-    assert isinstance(dag, pb.Dag)
-    try:
-        return ZoneInfo(dag.spec.timezone or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        fail(
-            EXIT_REJECTED,
-            f"dag {dag_id!r} has time zone {dag.spec.timezone!r}, unknown here; give UTC offsets",
-        )
-
-
 @backfill_app.command("create")
 def backfill_create(
     dag_id: Annotated[str, typer.Argument(help="the DAG")],
-    start: Annotated[str, typer.Option("--start", help="first logical date, ISO 8601 (the DAG's time zone)")],
-    end: Annotated[str, typer.Option("--end", help="last logical date, ISO 8601, inclusive")],
+    start: Annotated[
+        str,
+        typer.Option(
+            "--start", help="first logical date: an ISO 8601 date or date-time (the DAG's time zone)"
+        ),
+    ],
+    end: Annotated[
+        str,
+        typer.Option(
+            "--end",
+            help="last logical date: a date takes in that whole day (up to the next midnight in the "
+            "DAG's time zone); a date-time is the last logical date itself, inclusive",
+        ),
+    ],
     strategy: Annotated[
         StrategyChoice, typer.Option(help="how runs follow each other")
     ] = StrategyChoice.parallel,
@@ -93,6 +76,14 @@ def backfill_create(
     reprocess: Annotated[
         ReprocessChoice, typer.Option(help="what to do with intervals that have a run")
     ] = ReprocessChoice.skip_existing,
+    conf: Annotated[
+        str | None,
+        typer.Option(help="the conf of every run it creates, a JSON object (runs it reruns keep theirs)"),
+    ] = None,
+    latest_version: Annotated[
+        bool,
+        typer.Option("--latest-version", help="runs it reruns move to the DAG's current version first"),
+    ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="list the intervals; store nothing")] = False,
     watch: Annotated[
         bool, typer.Option("--watch", help="follow its progress until it ends; exit 1 unless it succeeded")
@@ -100,19 +91,26 @@ def backfill_create(
     output_format: OutputOption = None,
 ) -> None:
     """Create a backfill: runs of DAG for every interval of its schedule whose logical date lies in
-    [--start, --end]. It is stored: a scheduler fail-over does not stop it."""
+    [--start, --end]. It is stored: a scheduler fail-over does not stop it.
+
+    Dates without a UTC offset are read in the DAG's time zone (UTC for a DAG without one). A date
+    alone as --end takes in that whole day: --start 2024-06-01 --end 2024-06-30 is all of June.
+    """
     use_format(output_format)
-    zone = _dag_zone(dag_id)
+    conf_value = parse_conf(conf) if conf is not None else None
+    zone = dates.dag_zone(dag_id)
     request = api_pb2.CreateBackfillRequest(
         parent=f"dags/{dag_id}",
         backfill=pb.Backfill(
-            start_date=convert.ts(parse_moment(start, zone, "--start")),
-            end_date=convert.ts(parse_moment(end, zone, "--end")),
+            start_date=convert.ts(dates.parse(start, zone, "--start").start),
+            end_date=convert.ts(dates.parse(end, zone, "--end").range_end(inclusive=True)),
             strategy=pb.BackfillStrategy.Value("BACKFILL_STRATEGY_" + strategy.value.upper()),
             max_active_runs=max_active_runs,
             chunk_size=chunk_size,
             backward=backward,
             reprocess=pb.ReprocessBehavior.Value("REPROCESS_BEHAVIOR_" + reprocess.value.upper()),
+            run_on_latest_version=latest_version,
+            conf=convert.struct(conf_value) if conf_value is not None else None,
         ),
         dry_run=dry_run,
         request_id="" if dry_run else str(uuid.uuid4()),
@@ -120,7 +118,7 @@ def backfill_create(
     created = call(state.client.backfills.CreateBackfill, request)
     assert isinstance(created, pb.Backfill)
     if dry_run or not watch:
-        show(created, output.backfill_table(created) if dry_run else output.backfill_summary(created))
+        show(created, output.dry_run_table(created) if dry_run else output.backfill_summary(created))
         return
     _watch(created.name)
 

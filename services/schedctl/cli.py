@@ -16,6 +16,8 @@ from rich.markup import escape
 
 from schedctl import contexts, output
 from schedctl.client import ApiClient
+from schedd.v1 import api_pb2
+from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_rpc.tls import ClientTLS
 
@@ -40,7 +42,10 @@ class State:
     format: Format
 
 
-app = typer.Typer(help="Control a schedd cluster through its api.", no_args_is_help=True)
+# Plain (click) help: paragraphs are re-flowed as wholes and flags show no value placeholder.
+app = typer.Typer(
+    help="Control a schedd cluster through its api.", no_args_is_help=True, rich_markup_mode=None
+)
 state = State()
 
 
@@ -168,11 +173,30 @@ def wide() -> bool:
     return state.format is Format.wide
 
 
+#: The run id that names a DAG's newest run (``DAG/@latest``); the api resolves it.
+LATEST_RUN = "@latest"
+
+RUN_HELP = "DAG/RUN_ID or dags/DAG/runs/RUN_ID; RUN_ID @latest: the DAG's newest run"
+
+
 def run_name(ref: str) -> str:
-    """Accept ``dags/D/runs/R`` or the short ``D/R``."""
+    """Accept ``dags/D/runs/R`` or the short ``D/R``; ``R`` may be ``@latest``."""
     if ref.startswith("dags/"):
         return ref
     dag_id, sep, run_id = ref.partition("/")
     if not sep:
         fail(EXIT_REJECTED, f"RUN {ref!r} must be 'DAG/RUN_ID' or 'dags/DAG/runs/RUN_ID'")
     return f"dags/{dag_id}/runs/{run_id}"
+
+
+def resolved_run_name(ref: str) -> str:
+    """The name of the run ``ref`` means, with ``@latest`` resolved to the DAG's newest run at this
+    moment (one GetRun), said on standard error. For commands that change a run or make several
+    calls: they act on that run, even if a newer one is created meanwhile."""
+    name = run_name(ref)
+    if not name.endswith("/runs/" + LATEST_RUN):
+        return name
+    found = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=name))
+    assert isinstance(found, pb.DagRun)
+    output.err_console.print(f"{ref} is {found.name}", highlight=False)
+    return found.name

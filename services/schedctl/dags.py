@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from schedctl import bundles, output
+from schedctl import bundles, dagfiles, output
 from schedctl.cli import (
     EXIT_REJECTED,
     OutputOption,
@@ -21,7 +22,7 @@ from schedctl.cli import (
     state,
     use_format,
 )
-from schedctl.specfile import SpecFileError, load_specs
+from schedctl.specfile import SpecFileError
 from schedctl.versions import pick_version, print_diff, unified
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
@@ -53,26 +54,43 @@ def dags_register(
         bool,
         typer.Option("--no-bundle", help="no code bundle: workers import the tasks from their environment"),
     ] = False,
+    unpause: Annotated[
+        bool,
+        typer.Option(
+            "--unpause", help="a DAG registered for the first time starts unpaused (by default, paused)"
+        ),
+    ] = False,
+    keep_going: Annotated[
+        bool,
+        typer.Option(
+            "--keep-going",
+            help="register the DAGs that are valid even if other files or specs are not (exit 2 still)",
+        ),
+    ] = False,
     output_format: OutputOption = None,
 ) -> None:
     """Register DAGs. An unchanged spec makes no new version.
 
+    A new DAG starts paused (unless the api is configured otherwise): nothing runs until
+    ``schedctl dags unpause``, or ``--unpause`` here. A DAG registered again keeps its paused state.
+
     A Python file is imported here, on the client, to build the specs; the scheduler never
     imports user code. The code bundle (docs/bundles.md) is packed and uploaded with them, so a
-    change to a task's code makes a new version. Every spec is validated by the api before any
-    is stored.
+    change to a task's code makes a new version.
+
+    Every file is read and every spec validated by the api before any is stored, and every error
+    is listed (each file's, each spec's). By default one error means nothing is stored and the exit
+    code is 2; with --keep-going the valid DAGs are registered, and the exit code is still 2.
     """
     use_format(output_format)
-    packed = None
     try:
-        directory = None if no_bundle else bundles.bundle_directory(path, bundle)
-        specs = load_specs(path, bundles.loading_root(directory))
-        if directory is not None:
-            packed = bundles.attach(specs, directory)
+        prepared = dagfiles.prepare(path, bundle=bundle, no_bundle=no_bundle)
     except (SpecFileError, BundleError) as exc:
         fail(EXIT_REJECTED, str(exc))
-    for spec in specs:  # all valid, or nothing stored
-        call(state.client.dags.RegisterDag, api_pb2.RegisterDagRequest(spec=spec, validate_only=True))
+    packed = prepared.packed
+    refused = dagfiles.validate(prepared.specs)
+    errors = _list_errors(prepared.errors + list(refused.values()), keep_going)
+    specs = [s for s in prepared.specs if s.dag_id not in refused]
     if packed is not None and not dry_run:
         uploaded = call(state.client.bundles.UploadBundle, bundles.upload_request(packed))
         assert isinstance(uploaded, api_pb2.UploadBundleResponse)
@@ -84,14 +102,50 @@ def dags_register(
     for spec in specs:
         if diff:
             print_diff(spec)
-        request = api_pb2.RegisterDagRequest(spec=spec, validate_only=dry_run, request_id=str(uuid.uuid4()))
+        request = api_pb2.RegisterDagRequest(
+            spec=spec, validate_only=dry_run, request_id=str(uuid.uuid4()), unpause=unpause
+        )
         resp = call(state.client.dags.RegisterDag, request)
         assert isinstance(resp, api_pb2.RegisterDagResponse)
-        if dry_run:
-            verb = "would register new version" if resp.created_version else "unchanged, version"
-        else:
-            verb = "registered new version" if resp.created_version else "unchanged, version"
-        show(resp, f"dag [bold]{spec.dag_id}[/bold]: {verb} {resp.version.version_hash}")
+        show(resp, f"dag [bold]{spec.dag_id}[/bold]: {registration_summary(resp, dry_run=dry_run)}")
+        if resp.created_dag:
+            output.err_console.print(new_dag_note(spec.dag_id, resp), highlight=False)
+    if errors:
+        done = "valid" if dry_run else "registered"
+        fail(EXIT_REJECTED, f"{len(errors)} error(s); the other DAGs are {done}")
+
+
+def _list_errors(errors: list[str], keep_going: bool) -> list[str]:
+    """Print every error; without ``keep_going``, exit 2 when there is one (nothing stored yet)."""
+    for error in errors:
+        output.err_console.print(f"[red]error:[/red] {escape(error)}", highlight=False)
+    if errors and not keep_going:
+        fail(EXIT_REJECTED, f"{len(errors)} error(s); nothing registered (--keep-going registers the rest)")
+    return errors
+
+
+def registration_summary(resp: api_pb2.RegisterDagResponse, *, dry_run: bool) -> str:
+    """What a registration did: a new version, the current one unchanged, or the DAG moved back to
+    an older version it had. The text ends with the DAG's current version hash."""
+    vhash = resp.version.version_hash
+    if dry_run:
+        return (
+            f"would register new version {vhash}" if resp.created_version else f"unchanged, version {vhash}"
+        )
+    if resp.created_version:
+        text = f"registered new version {vhash}"
+    elif resp.previous_version and resp.previous_version != vhash:
+        text = f"current version moved back from {resp.previous_version} to version {vhash}"
+    else:
+        text = f"unchanged, version {vhash}"
+    return text
+
+
+def new_dag_note(dag_id: str, resp: api_pb2.RegisterDagResponse) -> str:
+    """For a DAG the registration created (on standard error): whether it starts paused."""
+    if resp.dag.paused:
+        return f"dag {dag_id} is new and paused: nothing of it runs until schedctl dags unpause {dag_id}"
+    return f"dag {dag_id} is new and unpaused"
 
 
 @dags_app.command("list")
@@ -148,13 +202,14 @@ def dags_get(
 def dags_versions(
     dag_id: Annotated[str, typer.Argument(help="the DAG")], output_format: OutputOption = None
 ) -> None:
-    """The DAG's versions, newest first."""
+    """The DAG's versions, newest first; CURRENT marks the one new runs use (the one registered last,
+    which may be an older version registered again)."""
     use_format(output_format)
     request = api_pb2.ListDagVersionsRequest(parent=f"dags/{dag_id}")
     versions: list[pb.DagVersion] = collect(state.client.dags.ListDagVersions, request, "versions")
-    table = Table("VERSION", "CREATED", "TASKS")
+    table = Table("VERSION", "CREATED", "TASKS", "CURRENT")
     for v in versions:
-        table.add_row(v.version_hash, output.utc(v.create_time), str(v.task_count))
+        table.add_row(v.version_hash, output.utc(v.create_time), str(v.task_count), "*" if v.current else "")
     show(versions, table, empty="no versions")
 
 
@@ -163,8 +218,10 @@ def dags_diff(
     dag_id: Annotated[str, typer.Argument(help="the DAG")],
     old: Annotated[str, typer.Argument(help="a version hash (a unique prefix will do)")],
     new: Annotated[str, typer.Argument(help="another; default the latest")] = "",
+    output_format: OutputOption = None,
 ) -> None:
-    """How two versions of a DAG differ: a unified diff of their specs."""
+    """How two versions of a DAG differ: a unified diff of their specs (in every output format)."""
+    use_format(output_format)
     request = api_pb2.ListDagVersionsRequest(parent=f"dags/{dag_id}")
     hashes = [v.version_hash for v in collect(state.client.dags.ListDagVersions, request, "versions")]
     chosen = [pick_version(dag_id, hashes, old), pick_version(dag_id, hashes, new) if new else hashes[0]]

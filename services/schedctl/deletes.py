@@ -14,7 +14,16 @@ from typing import Annotated
 import typer
 
 from schedctl import output
-from schedctl.cli import EXIT_REJECTED, call, fail, run_name, state
+from schedctl.cli import (
+    EXIT_REJECTED,
+    RUN_HELP,
+    OutputOption,
+    call,
+    fail,
+    resolved_run_name,
+    state,
+    use_format,
+)
 from schedctl.cluster import pools_app
 from schedctl.dags import dags_app
 from schedctl.runs import runs_app
@@ -33,29 +42,51 @@ def _confirm(what: str, yes: bool) -> None:
 
 
 @dags_app.command("delete")
-def dags_delete(dag_id: Annotated[str, typer.Argument(help="the DAG")], yes: YesOption = False) -> None:
+def dags_delete(
+    dag_id: Annotated[str, typer.Argument(help="the DAG")],
+    cancel_runs: Annotated[
+        bool,
+        typer.Option("--cancel-runs", help="cancel its runs and backfills in flight first, in the same call"),
+    ] = False,
+    yes: YesOption = False,
+    output_format: OutputOption = None,
+) -> None:
     """Delete a DAG with its history: versions, runs, task instances, logs and backfills. Refused
-    while it has runs queued or running or a backfill that has not ended."""
-    _confirm(f"dag {dag_id!r} and all its history", yes)
-    request = api_pb2.DeleteDagRequest(name=f"dags/{dag_id}", request_id=str(uuid.uuid4()))
+    while it has runs queued or running or a backfill that has not ended, unless --cancel-runs:
+    then those are cancelled and the DAG deleted at once (all or nothing)."""
+    use_format(output_format)
+    what = f"dag {dag_id!r} and all its history"
+    _confirm(what + (", cancelling its runs in flight" if cancel_runs else ""), yes)
+    request = api_pb2.DeleteDagRequest(
+        name=f"dags/{dag_id}", request_id=str(uuid.uuid4()), cancel_runs=cancel_runs
+    )
     call(state.client.dags.DeleteDag, request)
     output.console.print(f"dag {dag_id} deleted", highlight=False)
 
 
 @runs_app.command("delete")
 def runs_delete(
-    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")], yes: YesOption = False
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
+    yes: YesOption = False,
+    output_format: OutputOption = None,
 ) -> None:
-    """Delete a finished run with its task instances and logs (cancel a running one first)."""
-    name = run_name(run)
+    """Delete a finished run with its task instances and logs (cancel a running one first). RUN_ID
+    @latest is the DAG's newest run when the command starts, named before it is deleted."""
+    use_format(output_format)
+    name = resolved_run_name(run)
     _confirm(f"run {name!r}", yes)
     call(state.client.runs.DeleteRun, api_pb2.DeleteRunRequest(name=name, request_id=str(uuid.uuid4())))
     output.console.print(f"{name} deleted", highlight=False)
 
 
 @pools_app.command("delete")
-def pools_delete(pool: Annotated[str, typer.Argument(help="the pool")], yes: YesOption = False) -> None:
+def pools_delete(
+    pool: Annotated[str, typer.Argument(help="the pool")],
+    yes: YesOption = False,
+    output_format: OutputOption = None,
+) -> None:
     """Delete a pool that no task waits for and no DAG names (default_pool stays)."""
+    use_format(output_format)
     _confirm(f"pool {pool!r}", yes)
     request = api_pb2.DeletePoolRequest(name=f"pools/{pool}", request_id=str(uuid.uuid4()))
     call(state.client.pools.DeletePool, request)

@@ -5,8 +5,10 @@ rules, setup constraints, branches, the run's final state) what to do next over 
 states, kept in memory. The tasks run one at a time on a worker's own executor
 (``schedd_exec.executor.AttemptExecutor``: shell commands in subprocesses, Python callables in a
 warm child, arguments resolved from the upstream results as on a worker), each with the environment
-and params a worker would give it (``SCHEDD_*`` variables, the DAG's params, the task's, then the
-conf) and the return values of its upstream tasks.
+and params a worker would give it (``SCHEDD_*`` variables built by the registry's own
+``schedd_exec.assignments.attempt_env``, so the task context is the cluster's; the DAG's params,
+the task's, then the conf) and the return values of its upstream tasks. A run is manual (no data
+interval), or given a data interval, the scheduled run of that interval.
 
 A mapped task expands as on a cluster: when it is ready, its lists' lengths are measured from the
 literal lists and the results kept in memory (a mapped upstream task's result is the list of its
@@ -36,7 +38,7 @@ from schedd_core.graph import DagGraph
 from schedd_core.mapping import UNMAPPED, instance_key, split_key
 from schedd_core.planner import RunPlan, TaskSnapshot, plan_run
 from schedd_core.states import RunState, TaskState
-from schedd_exec.assignments import merged_params
+from schedd_exec.assignments import attempt_env, merged_params
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
 from schedd_rpc import convert
@@ -64,17 +66,39 @@ class LocalRun:
     results: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RunIdentity:
+    """What a run is, as its tasks see it: a manual run (no data interval), or with ``data_interval``
+    (``[start, end)``, aware datetimes) the scheduled run of that interval."""
+
+    logical_date: datetime
+    conf: Mapping[str, Any]
+    data_interval: tuple[datetime, datetime] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return f"test__{self.logical_date.isoformat()}"
+
+    @property
+    def run_type(self) -> str:
+        return "manual" if self.data_interval is None else "scheduled"
+
+
 async def run_locally(
     spec: pb.DagSpec,
     *,
     conf: Mapping[str, Any],
     logical_date: datetime,
     on_event: Callable[[TaskEvent], None],
+    data_interval: tuple[datetime, datetime] | None = None,
 ) -> LocalRun:
-    """Run ``spec`` once to its end; ``on_event`` sees every task start, its output and its end."""
+    """Run ``spec`` once to its end; ``on_event`` sees every task start, its output and its end.
+
+    With ``data_interval`` the run is the scheduled run of that interval (its logical date must be
+    the interval's start); without, a manual run."""
     graph = DagGraph.from_spec(spec)
     tasks = {t.task_id: t for t in spec.tasks}
-    run_id = f"test__{logical_date.isoformat()}"
+    run = RunIdentity(logical_date, conf, data_interval)
     done: dict[str, asyncio.Future[Outcome]] = {}
 
     def finished(assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
@@ -96,12 +120,10 @@ async def run_locally(
                 plan = plan_run(graph, states, map_lengths=lengths)
             settled = _apply(plan, states, on_event)
             if plan.run_state is not None:
-                return LocalRun(run_id, plan.run_state, {t: s.state for t, s in states.items()}, results)
+                return LocalRun(run.run_id, plan.run_state, {t: s.state for t, s in states.items()}, results)
             for key in plan.to_queue:
                 task_id, map_index = split_key(key)
-                assignment = _assignment(
-                    spec, tasks[task_id], map_index, run_id, logical_date, conf, _delivered(states, results)
-                )
+                assignment = _assignment(spec, tasks[task_id], map_index, run, _delivered(states, results))
                 future = done[assignment.attempt.attempt_id] = asyncio.get_running_loop().create_future()
                 on_event(TaskEvent(key, TaskState.RUNNING))
                 executor.submit(assignment)
@@ -201,41 +223,41 @@ def _assignment(
     spec: pb.DagSpec,
     task: pb.TaskSpec,
     map_index: int,
-    run_id: str,
-    logical_date: datetime,
-    conf: Mapping[str, Any],
+    run: RunIdentity,
     delivered: Mapping[str, Any],
 ) -> worker_pb2.Assignment:
     """What a registry would send a worker for the first try of this task (instance ``map_index`` of
     a mapped task, or -1); ``delivered`` holds the tasks' results as downstream tasks get them."""
     attempt_id = str(uuid.uuid4())
-    key = f"{spec.dag_id}/{run_id}/{instance_key(task.task_id, map_index)}"
-    env = dict(task.env)
-    env.update(
-        {
-            "SCHEDD_DAG_ID": spec.dag_id,
-            "SCHEDD_RUN_ID": run_id,
-            "SCHEDD_RUN_TYPE": "manual",
-            "SCHEDD_TASK_ID": task.task_id,
-            "SCHEDD_TRY_NUMBER": "1",
-            "SCHEDD_ATTEMPT_ID": attempt_id,
-            "SCHEDD_LOGICAL_DATE": logical_date.isoformat(),
-            "SCHEDD_IDEMPOTENCY_KEY": key,
-        }
+    key = f"{spec.dag_id}/{run.run_id}/{instance_key(task.task_id, map_index)}"
+    env = attempt_env(
+        task,
+        dag_id=spec.dag_id,
+        run_id=run.run_id,
+        run_type=run.run_type,
+        try_number=1,
+        attempt_id=attempt_id,
+        logical_date=run.logical_date,
+        data_interval=run.data_interval,
+        idempotency_key=key,
+        conf=run.conf,
     )
     upstream = {up: delivered[up] for up in task.upstream if up in delivered}
     assignment = worker_pb2.Assignment(
         attempt=worker_pb2.AttemptRef(task_instance_id=0, try_number=1, attempt_id=attempt_id),
         dag_id=spec.dag_id,
-        run_id=run_id,
+        run_id=run.run_id,
         task_id=task.task_id,
-        logical_date=convert.ts(logical_date),
+        logical_date=convert.ts(run.logical_date),
         env=env,
         idempotency_key=key,
-        params=convert.struct(merged_params(spec, task, dict(conf))),
+        params=convert.struct(merged_params(spec, task, dict(run.conf))),
         upstream_results_json=json.dumps(upstream) if upstream else "",
         transactional=task.transactional,
     )
+    if run.data_interval is not None:
+        assignment.data_interval_start.FromDatetime(run.data_interval[0])
+        assignment.data_interval_end.FromDatetime(run.data_interval[1])
     if map_index != UNMAPPED:
         assignment.map_index = map_index
         assignment.mapping.CopyFrom(task.mapping)

@@ -1,6 +1,7 @@
 """Printing results: Rich tables (``-o table``, ``-o wide`` with more columns), JSON and YAML with
-the same lower-case state names as the tables and every field (zero values included), or only
-resource names (``-o name``).
+the same lower-case state names as the tables and every field (zero values included), integral
+numbers of conf, params and results as integers (``schedctl.documents``), or only resource names
+(``-o name``).
 
 Tables are as wide as their content when standard output is not a terminal (nothing is cut when
 piped); colours appear only on a terminal and never with ``NO_COLOR`` set (Rich's own rules).
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from schedctl.documents import plain_numbers
 from schedctl.instance_rows import LeftOut, Summary, key_of, table_rows
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
@@ -65,6 +67,7 @@ def as_data(message: Message | list[Message]) -> Any:
         message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     _lower_enums(message.DESCRIPTOR, data)
+    plain_numbers(message.DESCRIPTOR, data)
     return data
 
 
@@ -101,6 +104,13 @@ def state_name(enum_type: Any, value: int, prefix: str) -> str:
     return str(enum_type.Name(value)).removeprefix(prefix).lower()
 
 
+def run_state(run: pb.DagRun) -> str:
+    """The run's state as a user says it: ``cancelled`` for a run that failed because it was cancelled."""
+    if run.cancelled and run.state == pb.RUN_STATE_FAILED:
+        return "cancelled"
+    return state_name(pb.RunState, run.state, "RUN_STATE_")
+
+
 def styled(state: str) -> str:
     style = _STATE_STYLE.get(state)
     return f"[{style}]{state}[/{style}]" if style else state
@@ -127,7 +137,7 @@ def dags_table(dags: list[pb.Dag]) -> Table:
 def run_table(run: pb.DagRun, *, wide: bool = False) -> Table:
     """A run and its task instances, each named by its key (``process[3]`` for a mapped instance); a
     mapped task with many instances is summarised unless ``wide`` (``schedctl.instance_rows``)."""
-    state = state_name(pb.RunState, run.state, "RUN_STATE_")
+    state = run_state(run)
     kind = state_name(pb.RunType, run.run_type, "RUN_TYPE_")
     details = [f"{kind} run, logical date {_time(run.logical_date)}"]
     if run.HasField("data_interval"):
@@ -136,9 +146,15 @@ def run_table(run: pb.DagRun, *, wide: bool = False) -> Table:
         details.append(f"made by {run.backfill}")
     if run.error:
         details.append(f"error: {run.error}")
+    other = sorted(
+        {key_of(t) for t in run.task_instances if t.dag_version and t.dag_version != run.dag_version}
+    )
+    if other:
+        shown = ", ".join(other[:5]) + (f" and {len(other) - 5} more" if len(other) > 5 else "")
+        details.append(f"ran an earlier version: {shown} (-o wide shows each task's version)")
     columns = ["TASK", "STATE", "TRY", "WORKER", "STARTED", "ENDED"]
     if wide:
-        columns += ["POOL", "QUEUE", "PRIORITY", "EXIT"]
+        columns += ["POOL", "QUEUE", "PRIORITY", "EXIT", "VERSION"]
     columns.append("ERROR")
     table = Table(
         *columns,
@@ -178,6 +194,7 @@ def _instance_row(t: pb.TaskInstance, wide: bool) -> list[str]:
             t.queue,
             str(t.priority_weight),
             str(t.exit_code) if t.HasField("end_time") else "-",
+            t.dag_version or "-",
         ]
     row.append(t.error or "-")
     return row
@@ -191,7 +208,7 @@ def progress_line(run: pb.DagRun) -> str:
         name = state_name(pb.TaskState, t.state, "TASK_STATE_")
         counts[name] = counts.get(name, 0) + 1
     done = sum(counts.get(s, 0) for s in ("success", "failed", "skipped", "upstream_failed"))
-    state = state_name(pb.RunState, run.state, "RUN_STATE_")
+    state = run_state(run)
     failed = counts.get("failed", 0) + counts.get("upstream_failed", 0)
     return (
         f"{run.name}: {state}, {done} of {len(run.task_instances)} task instances done "
@@ -207,7 +224,7 @@ def runs_table(runs: list[pb.DagRun], *, wide: bool = False) -> Table:
     for r in runs:
         row = [
             r.name,
-            styled(state_name(pb.RunState, r.state, "RUN_STATE_")),
+            styled(run_state(r)),
             state_name(pb.RunType, r.run_type, "RUN_TYPE_"),
             _time(r.logical_date),
         ]
@@ -241,9 +258,12 @@ def _interval(interval: pb.DataInterval) -> str:
 
 
 def intervals_table(intervals: list[pb.DataInterval]) -> Table:
-    table = Table("LOGICAL DATE (UTC)", "DATA INTERVAL END (UTC)")
+    """Next runs: when each is made, its logical date and data interval."""
+    table = Table("RUN AT (UTC)", "LOGICAL DATE (UTC)", "DATA INTERVAL (UTC)")
     for i in intervals:
-        table.add_row(utc(i.start), utc(i.end))
+        logical = i.logical_date if i.HasField("logical_date") else i.start
+        run_at = i.run_after if i.HasField("run_after") else i.end
+        table.add_row(utc(run_at), utc(logical), f"{utc(i.start)} .. {utc(i.end)}")
     return table
 
 
@@ -252,26 +272,31 @@ def backfill_summary(b: pb.Backfill) -> str:
     done = p.succeeded + p.failed + p.skipped
     state = state_name(pb.BackfillState, b.state, "BACKFILL_STATE_")
     return (
-        f"{b.name or 'dry run'} of dag {b.dag_id}: {state}, {done}/{p.total} done "
+        f"{b.name} of dag {b.dag_id}: {state}, {done}/{p.total} done "
         f"({p.succeeded} succeeded, {p.failed} failed, {p.skipped} skipped), {p.running} running, "
         f"{p.pending} pending" + (f"; {b.error}" if b.error else "")
     )
 
 
-def backfill_table(b: pb.Backfill) -> Table:
+def dry_run_table(b: pb.Backfill) -> Table:
+    """The intervals a backfill would go through (a dry run: nothing is stored or run)."""
+    count = len(b.intervals)
     strategy = state_name(pb.BackfillStrategy, b.strategy, "BACKFILL_STRATEGY_")
     reprocess = state_name(pb.ReprocessBehavior, b.reprocess, "REPROCESS_BEHAVIOR_")
     table = Table(
         "LOGICAL DATE (UTC)",
         "DATA INTERVAL END (UTC)",
-        title=backfill_summary(b),
+        title=(
+            f"dry run, nothing stored: a backfill of dag {b.dag_id} would go through {count} "
+            f"interval{'' if count == 1 else 's'}, making a run for each unless --reprocess skips it"
+        ),
         caption=(
             f"{utc(b.start_date)} .. {utc(b.end_date)}, {strategy}, max_active_runs {b.max_active_runs}, "
             f"chunk_size {b.chunk_size}, {'backward' if b.backward else 'forward'}, {reprocess}"
         ),
     )
     for i in b.intervals:
-        table.add_row(utc(i.start), utc(i.end))
+        table.add_row(utc(i.logical_date if i.HasField("logical_date") else i.start), utc(i.end))
     return table
 
 

@@ -12,12 +12,13 @@ import typer
 from google.protobuf import timestamp_pb2
 from rich.live import Live
 
-from schedctl import output
+from schedctl import dates, output
 from schedctl.cli import (
     EXIT_REJECTED,
     EXIT_RUN_FAILED,
     EXIT_UNAVAILABLE,
     EXIT_WAIT_TIMED_OUT,
+    RUN_HELP,
     Format,
     OutputOption,
     app,
@@ -25,6 +26,7 @@ from schedctl.cli import (
     collect,
     fail,
     report,
+    resolved_run_name,
     run_name,
     show,
     state,
@@ -143,7 +145,7 @@ def _wait_for(name: str, timeout: float) -> pb.DagRun:
 
 @runs_app.command("get")
 def runs_get(
-    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     watch: Annotated[bool, typer.Option("--watch", "-w", help="follow it until it ends")] = False,
     output_format: OutputOption = None,
 ) -> None:
@@ -189,8 +191,16 @@ def runs_list(
         typer.Option("--state", help="only runs in this state (queued, running, success, failed)"),
     ] = None,
     run_type: Annotated[str, typer.Option("--type", help="only manual, scheduled or backfill runs")] = "",
-    since: Annotated[str, typer.Option(help="only logical dates at or after this (ISO 8601)")] = "",
-    until: Annotated[str, typer.Option(help="only logical dates before this (ISO 8601)")] = "",
+    since: Annotated[
+        str, typer.Option(help="only logical dates at or after this (ISO 8601 date or date-time)")
+    ] = "",
+    until: Annotated[
+        str,
+        typer.Option(
+            help="only logical dates before this date-time; a date alone takes in that whole day "
+            "(up to the next midnight)"
+        ),
+    ] = "",
     order_by: Annotated[
         str,
         typer.Option(
@@ -200,7 +210,11 @@ def runs_list(
     ] = "",
     output_format: OutputOption = None,
 ) -> None:
-    """List runs, newest first unless --order-by says otherwise (page after page, up to --limit)."""
+    """List runs, newest first unless --order-by says otherwise (page after page, up to --limit).
+
+    Dates without a UTC offset are read in the DAG's time zone when a DAG is given, else in UTC;
+    --since 2024-06-01 --until 2024-06-30 is all of June.
+    """
     use_format(output_format)
     if not 0 < limit <= 1_000_000:
         fail(EXIT_REJECTED, "--limit must be between 1 and 1000000")
@@ -209,22 +223,28 @@ def runs_list(
         request.states.append(_enum_value(pb.RunState, "RUN_STATE_", "--state", name))
     if run_type:
         request.run_type = _enum_value(pb.RunType, "RUN_TYPE_", "--type", run_type)
-    if since:
-        request.logical_date_from.CopyFrom(_timestamp("--since", since))
-    if until:
-        request.logical_date_until.CopyFrom(_timestamp("--until", until))
+    if since or until:
+        local = dag_id != "-" and (dates.is_date_only(since) or dates.is_date_only(until))
+        zone = dates.dag_zone(dag_id) if local else UTC
+        if since:
+            request.logical_date_from.FromDatetime(dates.parse(since, zone, "--since").start)
+        if until:
+            end = dates.parse(until, zone, "--until").range_end(inclusive=False)
+            request.logical_date_until.FromDatetime(end)
     found: list[pb.DagRun] = collect(state.client.runs.ListRuns, request, "runs", limit)
     show(found, output.runs_table(found, wide=wide()), empty="no runs")
 
 
 @runs_app.command("cancel")
 def runs_cancel(
-    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     output_format: OutputOption = None,
 ) -> None:
-    """Fail a run: stop its running tasks and skip the ones that have not run."""
+    """Fail a run: stop its running tasks and skip the ones that have not run. RUN_ID @latest is the
+    DAG's newest run when the command starts (named on standard error); a run created after that is
+    not cancelled."""
     use_format(output_format)
-    request = api_pb2.CancelRunRequest(name=run_name(run), request_id=str(uuid.uuid4()))
+    request = api_pb2.CancelRunRequest(name=resolved_run_name(run), request_id=str(uuid.uuid4()))
     resp = call(state.client.runs.CancelRun, request)
     assert isinstance(resp, pb.DagRun)
     show(resp, output.run_table(resp, wide=wide()))

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from schedctl import contexts, output
-from schedctl.cli import EXIT_NOT_FOUND, EXIT_REJECTED, app, fail
+from schedctl.cli import EXIT_NOT_FOUND, EXIT_REJECTED, OutputOption, app, fail, use_format
 
 config_app = typer.Typer(help="Named contexts: where schedctl connects and with what.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
@@ -22,8 +22,9 @@ def _load() -> contexts.Config:
 
 
 @config_app.command("get-contexts")
-def get_contexts() -> None:
+def get_contexts(output_format: OutputOption = None) -> None:
     """List the contexts; the current one is marked with *."""
+    use_format(output_format)
     config = _load()
     if not config.contexts:
         output.console.print(f"no contexts in {config.path}", highlight=False)
@@ -37,8 +38,9 @@ def get_contexts() -> None:
 
 
 @config_app.command("current-context")
-def current_context() -> None:
+def current_context(output_format: OutputOption = None) -> None:
     """Print the current context's name."""
+    use_format(output_format)
     config = _load()
     if not config.current:
         fail(EXIT_NOT_FOUND, f"no current context in {config.path}")
@@ -46,8 +48,12 @@ def current_context() -> None:
 
 
 @config_app.command("use-context")
-def use_context(name: Annotated[str, typer.Argument(help="the context to use from now on")]) -> None:
+def use_context(
+    name: Annotated[str, typer.Argument(help="the context to use from now on")],
+    output_format: OutputOption = None,
+) -> None:
     """Make a context the current one."""
+    use_format(output_format)
     config = _load()
     if name not in config.contexts:
         fail(EXIT_NOT_FOUND, f"no context {name!r} in {config.path}")
@@ -64,8 +70,10 @@ def set_context(
     tls_ca: Annotated[str | None, typer.Option(help="CA of the api's certificate")] = None,
     tls_cert: Annotated[str | None, typer.Option(help="client certificate (mutual TLS)")] = None,
     tls_key: Annotated[str | None, typer.Option(help="its key")] = None,
+    output_format: OutputOption = None,
 ) -> None:
     """Create or change a context (settings not given are kept); the first one becomes current."""
+    use_format(output_format)
     config = _load()
     settings = dict(config.contexts.get(name, {}))
     given = {"api": api, "token-file": token_file, "tls-ca": tls_ca, "tls-cert": tls_cert, "tls-key": tls_key}
@@ -83,7 +91,11 @@ def set_context(
 
 
 @config_app.command("delete-context")
-def delete_context(name: Annotated[str, typer.Argument(help="the context to delete")]) -> None:
+def delete_context(
+    name: Annotated[str, typer.Argument(help="the context to delete")], output_format: OutputOption = None
+) -> None:
+    """Delete a context (the current context is then unset when it was this one)."""
+    use_format(output_format)
     config = _load()
     if config.contexts.pop(name, None) is None:
         fail(EXIT_NOT_FOUND, f"no context {name!r} in {config.path}")

@@ -14,7 +14,8 @@ a message before anything is parsed (never a hang or a traceback). YAML aliases 
 an error like any other.
 
 :func:`load_specs` returns every spec of a file; :func:`load_spec` returns the one spec of a file
-and rejects a Python file that defines more than one DAG.
+and rejects a Python file that defines more than one DAG; :func:`load_each` returns the specs of
+every file of a directory that loads, and the errors of those that do not.
 """
 
 from __future__ import annotations
@@ -80,25 +81,46 @@ def load_specs(path: Path, import_root: Path | None = None) -> list[pb.DagSpec]:
     """The specs a file describes (every DAG of a ``.py`` file, or the one spec of a YAML/JSON
     file), or, for a directory, those of each of its DAG files in name order. Two files that
     define the same DAG id are an error naming both. ``import_root``: that of the code bundle
-    the Python files belong to (``schedd_sdk.loader.load_dags``)."""
+    the Python files belong to (``schedd_sdk.loader.load_dags``). A directory with files that do
+    not load is one error listing each of them."""
+    specs, errors = load_each(path, import_root)
+    if errors:
+        raise SpecFileError("\n".join(errors))
+    return specs
+
+
+def load_each(path: Path, import_root: Path | None = None) -> tuple[list[pb.DagSpec], list[str]]:
+    """The specs of every file of ``path`` (a file, or a directory's DAG files in name order) that
+    loads, and one message for each file that does not (naming it): unreadable, failing to import
+    or compile, or defining a DAG id an earlier file defines. SpecFileError only for a directory
+    without DAG files."""
     if not path.is_dir():
-        return _load_python(path, import_root) if path.suffix == ".py" else [_load_data(path)]
+        return _load_file(path, import_root), []
     files = sorted(
         p for p in path.iterdir() if p.suffix in DAG_SUFFIXES and p.is_file() and p.name != "__init__.py"
     )
     if not files:
         raise SpecFileError(f"{path}: no DAG files ({', '.join(DAG_SUFFIXES)}) in this directory")
     specs: list[pb.DagSpec] = []
+    errors: list[str] = []
     origin: dict[str, Path] = {}
     for file in files:
-        for spec in load_specs(file, import_root):
-            if spec.dag_id in origin:
-                raise SpecFileError(
-                    f"dag {spec.dag_id!r} is defined in both {origin[spec.dag_id]} and {file}"
-                )
-            origin[spec.dag_id] = file
-            specs.append(spec)
-    return specs
+        try:
+            found = _load_file(file, import_root)
+        except SpecFileError as exc:
+            errors.append(str(exc))
+            continue
+        twice = [s.dag_id for s in found if s.dag_id in origin]
+        if twice:
+            errors.append(f"dag {twice[0]!r} is defined in both {origin[twice[0]]} and {file}")
+            continue
+        origin.update((s.dag_id, file) for s in found)
+        specs.extend(found)
+    return specs, errors
+
+
+def _load_file(path: Path, import_root: Path | None) -> list[pb.DagSpec]:
+    return _load_python(path, import_root) if path.suffix == ".py" else [_load_data(path)]
 
 
 def load_spec(path: Path) -> pb.DagSpec:

@@ -6,30 +6,29 @@ mapped task (``schedctl.task_keys``)."""
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from typing import Annotated
 
-import grpc
 import typer
 from rich.markup import escape
 
 from schedctl import output
 from schedctl.cli import (
     EXIT_NOT_FOUND,
+    RUN_HELP,
     Format,
     OutputOption,
     app,
     call,
     fail,
-    report,
+    resolved_run_name,
     run_name,
     show,
     state,
     use_format,
 )
-from schedctl.instance_rows import key_of
 from schedctl.task_keys import MapIndexesOption, MapIndexOption, task_key, task_keys
+from schedctl.task_logs import print_task_logs
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 from schedd_rpc import convert
@@ -40,78 +39,35 @@ app.add_typer(tasks_app, name="tasks")
 
 @tasks_app.command("logs")
 def tasks_logs(
-    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     task: Annotated[str, typer.Argument(help="the task (TASK[N]: instance N of a mapped task)")],
     try_number: Annotated[
         int, typer.Option("--try", help="the attempt's try number; default the latest")
     ] = 0,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="keep printing until the attempt ends")
+        bool,
+        typer.Option("--follow", "-f", help="follow it through its retries; the exit code says how it ended"),
+    ] = False,
+    no_timestamps: Annotated[
+        bool, typer.Option("--no-timestamps", help="the output as the task wrote it, without line times")
     ] = False,
     map_index: MapIndexOption = None,
+    output_format: OutputOption = None,
 ) -> None:
-    """Print the captured output of a task's attempt, and how it failed if it did. With -f, wait
-    for a task that has not started yet (or a mapped task's instance not made yet) and follow its
-    output until the attempt ends."""
+    """Print the log of a task's try (default the latest that started): its output, each line with
+    the UTC time it was written, and how the try failed if it did. With -f, wait for a task that has
+    not started yet (or a mapped task's instance not made yet) and follow it through its retries until
+    it succeeds or fails for good (with --try: until that try ends); exit 0 when it succeeded, 1 when
+    not. The output is printed as it was captured, in every output format.
+    """
+    use_format(output_format)
     key = task_key(task, map_index)
-    name = f"{run_name(run)}/tasks/{key}"
-    request = api_pb2.GetTaskLogsRequest(name=name, try_number=try_number)
-    try:
-        resp = state.client.call(state.client.runs.GetTaskLogs, request)
-    except grpc.RpcError as exc:
-        if not (follow and exc.code() == grpc.StatusCode.NOT_FOUND and _may_still_start(run, key)):
-            report(exc)
-        output.err_console.print(f"waiting for {key} to start", highlight=False)
-    else:
-        sys.stdout.write(resp.data)
-        sys.stdout.flush()
-        request.offset = resp.next_offset
-        request.try_number = resp.try_number
-        if not follow:
-            if resp.complete:
-                _say_how_it_ended(run, key, resp.try_number)
-            return
-    last = None
-    try:
-        for last in state.client.watch_task_logs(request):
-            sys.stdout.write(last.data)
-            sys.stdout.flush()
-    except grpc.RpcError as exc:
-        report(exc)
-    if last is not None and last.complete:
-        _say_how_it_ended(run, key, last.try_number)
-
-
-def _task(run: str, key: str) -> tuple[pb.DagRun, pb.TaskInstance | None]:
-    found = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=run_name(run)))
-    assert isinstance(found, pb.DagRun)
-    return found, next((t for t in found.task_instances if key_of(t) == key), None)
-
-
-def _may_still_start(run: str, key: str) -> bool:
-    """Whether the task instance has yet to run in a run that has not ended (the api says whether
-    it can exist at all)."""
-    found, ti = _task(run, key)
-    if found.state in (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED):
-        return False
-    if ti is None and any(t.task_id == key and t.map_index >= 0 for t in found.task_instances):
-        return False  # a mapped task's plain id, once it is expanded: the api's error says so
-    return ti is None or ti.try_number == 0
-
-
-def _say_how_it_ended(run: str, key: str, try_number: int) -> None:
-    """On standard error: why the latest attempt failed (an import error, an exit code, a timeout)."""
-    _, ti = _task(run, key)
-    if ti is None or ti.try_number != try_number or not ti.error:
-        return
-    if ti.state in (pb.TASK_STATE_FAILED, pb.TASK_STATE_UP_FOR_RETRY, pb.TASK_STATE_UPSTREAM_FAILED):
-        state_text = output.state_name(pb.TaskState, ti.state, "TASK_STATE_")
-        output.err_console.print(f"{key} try {try_number} {state_text}: {ti.error}", highlight=False)
+    print_task_logs(run, key, try_number=try_number, follow=follow, timestamps=not no_timestamps)
 
 
 @tasks_app.command("result")
 def tasks_result(
-    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     task: Annotated[str, typer.Argument(help="the task (TASK[N]: instance N of a mapped task)")],
     output_format: OutputOption = None,
     map_index: MapIndexOption = None,
@@ -130,9 +86,18 @@ def tasks_result(
     show(resp, escape(json.dumps(value, indent=2, sort_keys=True)))
 
 
+LatestVersionOption = Annotated[
+    bool,
+    typer.Option(
+        "--latest-version",
+        help="move the run to the DAG's current version first, so what runs again runs the current code",
+    ),
+]
+
+
 @tasks_app.command("clear")
 def tasks_clear(
-    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     tasks: Annotated[
         list[str] | None,
         typer.Argument(help="tasks to clear (every instance of a mapped one; TASK[N]: one); none: all"),
@@ -140,37 +105,49 @@ def tasks_clear(
     downstream: Annotated[bool, typer.Option("--downstream", help="also everything downstream")] = False,
     upstream: Annotated[bool, typer.Option("--upstream", help="also everything upstream")] = False,
     only_failed: Annotated[bool, typer.Option("--only-failed", help="only failed/upstream_failed")] = False,
+    latest_version: LatestVersionOption = False,
     output_format: OutputOption = None,
     map_indexes: MapIndexesOption = None,
 ) -> None:
     """Reset task instances so they run again, with their retries restored. Downstream and upstream
-    tasks are cleared with all their instances."""
+    tasks are cleared with all their instances. RUN_ID @latest is the DAG's newest run when the
+    command starts (named on standard error); a run created after that is not cleared."""
     use_format(output_format)
     keys = task_keys(tasks or [], map_indexes or [])
     resp = call(
         state.client.runs.ClearTaskInstances,
         api_pb2.ClearTaskInstancesRequest(
-            parent=run_name(run),
+            parent=resolved_run_name(run),
             task_ids=keys,
             include_downstream=downstream,
             include_upstream=upstream,
             only_failed=only_failed,
             request_id=str(uuid.uuid4()),
+            run_on_latest_version=latest_version,
         ),
     )
     assert isinstance(resp, api_pb2.ClearTaskInstancesResponse)
-    show(resp, "cleared: " + (", ".join(resp.cleared_task_ids) or "nothing"))
+    text = "cleared: " + (", ".join(resp.cleared_task_ids) or "nothing")
+    show(resp, text + (f" (the run is on version {resp.dag_version})" if latest_version else ""))
 
 
 def _mark(
-    run: str, task: str, map_index: int | None, target: pb.TaskState.ValueType, output_format: Format | None
+    run: str,
+    task: str,
+    map_index: int | None,
+    target: pb.TaskState.ValueType,
+    output_format: Format | None,
+    latest_version: bool,
 ) -> None:
     use_format(output_format)
     key = task_key(task, map_index)
     resp = call(
         state.client.runs.SetTaskInstanceState,
         api_pb2.SetTaskInstanceStateRequest(
-            name=f"{run_name(run)}/tasks/{key}", state=target, request_id=str(uuid.uuid4())
+            name=f"{resolved_run_name(run)}/tasks/{key}",
+            state=target,
+            request_id=str(uuid.uuid4()),
+            run_on_latest_version=latest_version,
         ),
     )
     assert isinstance(resp, pb.TaskInstance)
@@ -179,29 +156,33 @@ def _mark(
 
 @tasks_app.command("mark-success")
 def tasks_mark_success(
-    run: Annotated[str, typer.Argument()],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     task: Annotated[str, typer.Argument(help="the task (TASK[N]: instance N of a mapped task)")],
+    latest_version: LatestVersionOption = False,
     output_format: OutputOption = None,
     map_index: MapIndexOption = None,
 ) -> None:
-    """Mark a task instance succeeded by hand (a running attempt is stopped)."""
-    _mark(run, task, map_index, pb.TASK_STATE_SUCCESS, output_format)
+    """Mark a task instance succeeded by hand (a running attempt is stopped). RUN_ID @latest is the
+    DAG's newest run when the command starts; the reply names the instance marked."""
+    _mark(run, task, map_index, pb.TASK_STATE_SUCCESS, output_format, latest_version)
 
 
 @tasks_app.command("mark-failed")
 def tasks_mark_failed(
-    run: Annotated[str, typer.Argument()],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     task: Annotated[str, typer.Argument(help="the task (TASK[N]: instance N of a mapped task)")],
+    latest_version: LatestVersionOption = False,
     output_format: OutputOption = None,
     map_index: MapIndexOption = None,
 ) -> None:
-    """Mark a task instance failed by hand, without retries (a running attempt is stopped)."""
-    _mark(run, task, map_index, pb.TASK_STATE_FAILED, output_format)
+    """Mark a task instance failed by hand, without retries (a running attempt is stopped). RUN_ID
+    @latest is the DAG's newest run when the command starts; the reply names the instance marked."""
+    _mark(run, task, map_index, pb.TASK_STATE_FAILED, output_format, latest_version)
 
 
 @app.command("explain")
 def explain(
-    run: Annotated[str, typer.Argument(help="DAG/RUN_ID or dags/DAG/runs/RUN_ID")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     task: Annotated[str, typer.Argument(help="the task (TASK[N]: instance N of a mapped task)")],
     output_format: OutputOption = None,
     map_index: MapIndexOption = None,

@@ -1,5 +1,10 @@
 """A DAG's specs side by side: a unified diff of two specs as YAML, how a file differs from what
-is registered, and finding a version by a prefix of its hash."""
+is registered, and finding a version by a prefix of its hash.
+
+Both sides of a diff are shown the same way: fields at their defaults left out, numbers as written
+(``schedctl.documents.spec_document``), keys sorted and tasks in task id order, so a diff shows
+only what differs in meaning, not in the order the tasks were given.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,16 @@ import yaml
 
 from schedctl import output
 from schedctl.cli import EXIT_NOT_FOUND, EXIT_REJECTED, fail, report, state
+from schedctl.documents import spec_document
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 
 
 def spec_text(spec: pb.DagSpec) -> list[str]:
-    return yaml.safe_dump(output.as_data(spec), sort_keys=True).splitlines(keepends=True)
+    data = spec_document(spec)
+    if "tasks" in data:
+        data["tasks"] = sorted(data["tasks"], key=lambda task: str(task.get("task_id", "")))
+    return yaml.safe_dump(data, sort_keys=True).splitlines(keepends=True)
 
 
 def unified(old: pb.DagSpec | None, new: pb.DagSpec, old_name: str, new_name: str) -> str:

@@ -9,8 +9,11 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.backfill_plan import Reprocess, Strategy, backfill_intervals
 from schedd_core.clock import Clock
 from schedd_core.errors import FailedPrecondition, InvalidArgument, quote
+from schedd_core.params import check_run_params
 from schedd_core.schedule_plan import ScheduleState, upcoming_intervals
-from schedd_core.timetables import DataInterval, timetable_of
+from schedd_core.spec import MAX_PARAMS_BYTES
+from schedd_core.timetable_spec import timetable_of
+from schedd_core.timetables import DataInterval
 from schedd_rpc import convert
 from schedd_store import backfills, schedules
 from schedd_store import dags as dag_store
@@ -59,10 +62,17 @@ async def create(
     chunk_size = _bounded("backfill.chunk_size", request.chunk_size, DEFAULT_CHUNK_SIZE)
     spec = (await dag_store.get_dag(engine, dag_id)).spec
     timetable = timetable_of(spec)
-    if timetable.kind == "none":
+    if timetable.kind in ("none", "continuous"):
         raise FailedPrecondition(
-            f"dag {quote(dag_id)} has no schedule, so there are no intervals to backfill"
+            f"dag {quote(dag_id)} has no schedule of ticks or intervals, so there is nothing to backfill"
         )
+    conf = convert.from_struct(request.conf) if request.HasField("conf") else None
+    if conf is not None:
+        if request.conf.ByteSize() > MAX_PARAMS_BYTES:
+            raise InvalidArgument(
+                "backfill.conf", f"is {request.conf.ByteSize()} bytes; the limit is {MAX_PARAMS_BYTES}"
+            )
+        check_run_params(spec, conf, field="backfill.conf")
     options = BackfillOptions(
         dag_id=dag_id,
         start_date=convert.from_ts(request.start_date),
@@ -72,6 +82,8 @@ async def create(
         chunk_size=chunk_size,
         backward=request.backward,
         reprocess=_REPROCESS[request.reprocess],
+        conf=conf,
+        run_on_latest_version=request.run_on_latest_version,
     )
     intervals = backfill_intervals(
         timetable, options.start_date, options.end_date, backward=options.backward, chunk_size=chunk_size
@@ -88,18 +100,20 @@ def _bounded(field: str, value: int, default: int) -> int:
 
 
 async def next_runs(engine: AsyncEngine, clock: Clock, dag_id: str, count: int) -> list[DataInterval]:
-    """The data intervals of the DAG's next scheduled runs (none for a DAG without a schedule)."""
+    """The DAG's next scheduled runs: logical dates, data intervals, run times (none for a DAG
+    without a schedule)."""
     if count < 0 or count > MAX_NEXT_RUNS:
         raise InvalidArgument("count", f"must be between 1 and {MAX_NEXT_RUNS} (0 for 5)")
     spec = (await dag_store.get_dag(engine, dag_id)).spec
     timetable = timetable_of(spec)
     async with engine.connect() as conn:
-        stored, latest = await schedules.stored_schedule(conn, dag_id)
+        stored = await schedules.stored_schedule(conn, dag_id)
     state = ScheduleState(
-        next_interval=stored,
+        next_interval=stored.next_interval,
         catchup=spec.catchup,
         active_runs=0,
         max_active_runs=0,
-        latest_logical_date=latest,
+        latest_logical_date=stored.latest_logical_date,
+        covered_until=stored.covered_until,
     )
     return list(upcoming_intervals(timetable, state, clock.now(), count or 5))

@@ -23,3 +23,6 @@ class ApiConfig:
     bootstrap_token: str = ""
     #: host:port to serve Prometheus metrics on (``/metrics``); empty for none.
     metrics_listen: str = ""
+    #: A DAG's first registration leaves it paused (``SCHEDD_DAGS_PAUSED_AT_CREATION``), as Airflow's
+    #: ``dags_are_paused_at_creation``; a registration with ``unpause`` creates it unpaused.
+    dags_paused_at_creation: bool = True

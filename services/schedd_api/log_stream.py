@@ -5,7 +5,10 @@ planned, a mapped task not expanded), until its run ends: then NOT_FOUND says it
 that can never mean a task instance of the run (an unknown task, a mapped task's plain id once
 expanded) is NOT_FOUND at once. The stream follows one attempt (the one asked for, or the latest when
 the stream starts its first read), and ends with a message whose ``complete`` is true after that
-attempt has ended and its last output was read. Output is read again every ``POLL_SECONDS`` while the
+attempt has ended and its output was read once more a poll interval later (what is stored later
+than that is not sent). A try after the latest is waited for while the task instance may still run
+it (up for retry, queued), so a client follows a task through its retries one try after another.
+Output is read again every ``POLL_SECONDS`` while the
 attempt runs; each read is bounded by ``max_bytes``, and a backlog is sent in as many messages as it
 takes. The client's deadline or cancellation ends the stream at any point.
 """
@@ -44,8 +47,10 @@ async def follow_logs(
             if ended_seen:
                 yield current
                 return
-            # Output can arrive just after the attempt ended: read once more before ending.
+            # Output can be stored just after the attempt ended (a worker stores its output and its
+            # result side by side): read once more, a poll interval later, before ending.
             ended_seen = True
+            await asyncio.sleep(POLL_SECONDS)
         elif not current.data:
             await asyncio.sleep(POLL_SECONDS)
         current = await read(number, current.next_offset)

@@ -96,7 +96,7 @@ async def serve(config: ApiConfig) -> None:
         config.database_url, {channels.RUNS: watchers.notified}, on_connect=watchers.reconnected
     )
     servicers = {
-        "DagService": DagServicer(engine, clock),
+        "DagService": DagServicer(engine, clock, paused_at_creation=config.dags_paused_at_creation),
         "RunService": RunServicer(engine, clock, faults, watchers),
         "BackfillService": BackfillServicer(engine, clock, faults),
         "ClusterService": ClusterServicer(engine, etcd),
@@ -157,6 +157,12 @@ def cli(
     listen: str = typer.Option("127.0.0.1:50051", envvar="SCHEDD_API_LISTEN"),
     etcd_endpoints: str = typer.Option("", envvar="SCHEDD_ETCD_ENDPOINTS", help="for leader status"),
     metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="[host:]port (loopback)"),
+    dags_paused_at_creation: bool = typer.Option(
+        True,
+        "--dags-paused-at-creation/--dags-unpaused-at-creation",
+        envvar="SCHEDD_DAGS_PAUSED_AT_CREATION",
+        help="whether a DAG's first registration leaves it paused (RegisterDagRequest.unpause overrides)",
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the schedd public API.
@@ -177,6 +183,7 @@ def cli(
             tls=ServerTLS.from_env(os.environ),
             bootstrap_token=os.environ.get("SCHEDD_BOOTSTRAP_TOKEN", ""),
             metrics_listen=metrics_listen,
+            dags_paused_at_creation=dags_paused_at_creation,
         )
         protect_secrets(
             "schedd-api",

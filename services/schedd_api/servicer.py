@@ -22,7 +22,7 @@ from schedd_core.states import RUN_FINISHED, RunState, TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
 from schedd_rpc.request_keys import request_key
-from schedd_store import control, deletion
+from schedd_store import control, deletion, explaining
 from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
 from schedd_store import runs as run_store
@@ -32,9 +32,11 @@ MAX_LOG_BYTES = 1024 * 1024
 
 
 class DagServicer(api_pb2_grpc.DagServiceServicer):
-    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+    def __init__(self, engine: AsyncEngine, clock: Clock, *, paused_at_creation: bool = True) -> None:
         self._engine = engine
         self._clock = clock
+        #: New DAGs start paused unless a registration asks otherwise (``RegisterDagRequest.unpause``).
+        self._paused_at_creation = paused_at_creation
 
     async def RegisterDag(
         self, request: api_pb2.RegisterDagRequest, context: grpc.aio.ServicerContext
@@ -48,9 +50,18 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
                 task_count=len(request.spec.tasks),
             )
             return api_pb2.RegisterDagResponse(version=version, created_version=new)
-        record, created = await dags.register(self._engine, request.spec, request_key(request))
+        done = await dags.register(
+            self._engine,
+            request.spec,
+            request_key(request),
+            paused_if_created=self._paused_at_creation and not request.unpause,
+        )
         return api_pb2.RegisterDagResponse(
-            dag=translate.dag(record), version=translate.dag_version(record), created_version=created
+            dag=translate.dag(done.dag),
+            version=translate.dag_version(done.dag),
+            created_version=done.created_version,
+            previous_version=done.previous_version,
+            created_dag=done.created_dag,
         )
 
     async def ListDagVersions(
@@ -94,7 +105,12 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
     async def DeleteDag(
         self, request: api_pb2.DeleteDagRequest, context: grpc.aio.ServicerContext
     ) -> empty_pb2.Empty:
-        await deletion.delete_dag(self._engine, names.parse_dag_name(request.name), request_key(request))
+        await deletion.delete_dag(
+            self._engine,
+            names.parse_dag_name(request.name),
+            request_key(request),
+            cancel_runs=request.cancel_runs,
+        )
         return empty_pb2.Empty()
 
     async def ListDags(
@@ -140,15 +156,15 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
         dag_id, run_id = await self._run_name(request.name)
         return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
 
-    async def _run_name(self, name: str) -> tuple[str, str]:
+    async def _run_name(self, name: str, field: str = "name") -> tuple[str, str]:
         """The run a name means; ``dags/{dag}/runs/@latest`` is the DAG's newest run."""
-        dag_id, run_id = names.parse_run_name(name, latest=True)
-        if run_id == names.LATEST_RUN:
-            newest = await run_store.list_runs(self._engine, dag_id=dag_id, limit=1)
-            if not newest:
-                raise NotFound(f"dag {quote(dag_id)} has no runs")
-            run_id = newest[0].run_id
-        return dag_id, run_id
+        dag_id, run_id = names.parse_run_name(name, field, latest=True)
+        return dag_id, await _resolve(self._engine, dag_id, run_id)
+
+    async def _task_name(self, name: str) -> tuple[str, str, str]:
+        """The task instance a name means, its run resolved as :meth:`_run_name` resolves one."""
+        dag_id, run_id, key = names.parse_task_name(name, latest=True)
+        return dag_id, await _resolve(self._engine, dag_id, run_id), key
 
     async def WatchRun(
         self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext
@@ -165,14 +181,15 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def GetTaskLogs(
         self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.TaskLogs:
-        read = _log_reader(self._engine, request)
+        read = _log_reader(self._engine, request, await self._task_name(request.name))
         return _task_logs(await read(request.try_number, request.offset))
 
     async def WatchTaskLogs(
         self, request: api_pb2.GetTaskLogsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[api_pb2.TaskLogs]:
-        read = _log_reader(self._engine, request)
-        dag_id, run_id, _ = names.parse_task_name(request.name)
+        task = await self._task_name(request.name)
+        read = _log_reader(self._engine, request, task)
+        dag_id, run_id, _ = task
 
         async def run_ended() -> bool:
             run = await run_store.get_run(self._engine, dag_id, run_id)
@@ -184,7 +201,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def GetTaskResult(
         self, request: api_pb2.GetTaskResultRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.StoredTaskResult:
-        dag_id, run_id, key = names.parse_task_name(request.name)
+        dag_id, run_id, key = await self._task_name(request.name)
         found = await run_store.task_result(self._engine, dag_id, run_id, key)
         reply = api_pb2.StoredTaskResult(
             name=f"{names.task_name(dag_id, run_id, key)}/result",
@@ -199,14 +216,14 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def DeleteRun(
         self, request: api_pb2.DeleteRunRequest, context: grpc.aio.ServicerContext
     ) -> empty_pb2.Empty:
-        dag_id, run_id = names.parse_run_name(request.name)
+        dag_id, run_id = await self._run_name(request.name)
         await deletion.delete_run(self._engine, dag_id, run_id, request_key(request))
         return empty_pb2.Empty()
 
     async def CancelRun(
         self, request: api_pb2.CancelRunRequest, context: grpc.aio.ServicerContext
     ) -> pb.DagRun:
-        dag_id, run_id = names.parse_run_name(request.name)
+        dag_id, run_id = await self._run_name(request.name)
         await control.cancel_run(
             self._engine, dag_id, run_id, faults=self._faults, request=request_key(request)
         )
@@ -215,7 +232,7 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def ClearTaskInstances(
         self, request: api_pb2.ClearTaskInstancesRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.ClearTaskInstancesResponse:
-        dag_id, run_id = names.parse_run_name(request.parent, "parent")
+        dag_id, run_id = await self._run_name(request.parent, "parent")
         cleared = await control.clear(
             self._engine,
             dag_id,
@@ -226,18 +243,28 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
             only_failed=request.only_failed,
             faults=self._faults,
             request=request_key(request),
+            latest_version=request.run_on_latest_version,
         )
-        return api_pb2.ClearTaskInstancesResponse(cleared_task_ids=cleared)
+        return api_pb2.ClearTaskInstancesResponse(
+            cleared_task_ids=cleared, dag_version=await run_store.pinned_version(self._engine, dag_id, run_id)
+        )
 
     async def SetTaskInstanceState(
         self, request: api_pb2.SetTaskInstanceStateRequest, context: grpc.aio.ServicerContext
     ) -> pb.TaskInstance:
-        dag_id, run_id, key = names.parse_task_name(request.name)
+        dag_id, run_id, key = await self._task_name(request.name)
         if request.state not in (pb.TASK_STATE_SUCCESS, pb.TASK_STATE_FAILED):
             raise InvalidArgument("state", "must be TASK_STATE_SUCCESS or TASK_STATE_FAILED")
         target = TaskState.SUCCESS if request.state == pb.TASK_STATE_SUCCESS else TaskState.FAILED
         await control.set_state(
-            self._engine, dag_id, run_id, key, target, faults=self._faults, request=request_key(request)
+            self._engine,
+            dag_id,
+            run_id,
+            key,
+            target,
+            faults=self._faults,
+            request=request_key(request),
+            latest_version=request.run_on_latest_version,
         )
         run = await run_store.get_run(self._engine, dag_id, run_id)
         return next(translate.task_instance(run, t) for t in run.task_instances if t.key == key)
@@ -245,8 +272,8 @@ class RunServicer(api_pb2_grpc.RunServiceServicer):
     async def ExplainTaskInstance(
         self, request: api_pb2.ExplainTaskInstanceRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.Explanation:
-        dag_id, run_id, key = names.parse_task_name(request.name)
-        state, reasons = await control.explain_task(self._engine, dag_id, run_id, key)
+        dag_id, run_id, key = await self._task_name(request.name)
+        state, reasons = await explaining.explain_task(self._engine, dag_id, run_id, key)
         return api_pb2.Explanation(
             state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()), reasons=reasons
         )
@@ -287,11 +314,23 @@ def _enum_name(enum_type: Any, value: int, field: str) -> str:
     return str(enum_type.Name(value)).removeprefix(prefix).lower()
 
 
+async def _resolve(engine: AsyncEngine, dag_id: str, run_id: str) -> str:
+    """``run_id``, or for ``@latest`` the id of the DAG's newest run (the highest create time) at
+    the moment of the call: a run created just after is not it, which matters to a write call."""
+    if run_id != names.LATEST_RUN:
+        return run_id
+    newest = await run_store.list_runs(engine, dag_id=dag_id, order="create_time desc", limit=1)
+    if not newest:
+        raise NotFound(f"dag {quote(dag_id)} has no runs")
+    return newest[0].run_id
+
+
 def _log_reader(
-    engine: AsyncEngine, request: api_pb2.GetTaskLogsRequest
+    engine: AsyncEngine, request: api_pb2.GetTaskLogsRequest, task: tuple[str, str, str]
 ) -> Callable[[int, int], Awaitable[LogSlice]]:
-    """Reads the logs the request names, from a try number and offset, after checking its fields."""
-    dag_id, run_id, key = names.parse_task_name(request.name)
+    """Reads the logs of ``task`` (the request's name, resolved), from a try number and offset,
+    after checking the request's fields."""
+    dag_id, run_id, key = task
     if request.try_number < 0:
         raise InvalidArgument("try_number", "must not be negative")
     if request.offset < 0:
@@ -316,5 +355,11 @@ def _log_reader(
 
 def _task_logs(logs: LogSlice) -> api_pb2.TaskLogs:
     return api_pb2.TaskLogs(
-        data=logs.data, next_offset=logs.next_offset, try_number=logs.try_number, complete=logs.complete
+        data=logs.data,
+        next_offset=logs.next_offset,
+        try_number=logs.try_number,
+        complete=logs.complete,
+        state=pb.TaskState.Value("TASK_STATE_" + logs.state.upper()),
+        latest_try=logs.latest_try,
+        max_tries=logs.max_tries,
     )

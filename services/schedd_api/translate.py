@@ -34,6 +34,7 @@ def dag_version(record: DagRecord) -> pb.DagVersion:
         create_time=convert.ts(record.version_created_at),
         spec=record.spec,
         task_count=len(record.spec.tasks),
+        current=True,
     )
 
 
@@ -43,6 +44,7 @@ def version(record: VersionRecord) -> pb.DagVersion:
         version_hash=record.version_hash,
         create_time=convert.ts(record.created_at),
         task_count=record.task_count,
+        current=record.current,
     )
     if record.spec is not None:
         message.spec.CopyFrom(record.spec)
@@ -64,6 +66,7 @@ def run(record: RunRecord) -> pb.DagRun:
         conf=convert.struct(record.conf),
         task_instances=[task_instance(record, t) for t in record.task_instances],
         error=record.error or "",
+        cancelled=record.cancelled,
     )
     if record.data_interval_start is not None and record.data_interval_end is not None:
         message.data_interval.CopyFrom(interval(record.data_interval_start, record.data_interval_end))
@@ -77,7 +80,16 @@ def interval(start: datetime, end: datetime) -> pb.DataInterval:
 
 
 def intervals(found: list[DataInterval]) -> list[pb.DataInterval]:
-    return [interval(i.start, i.end) for i in found]
+    """Runs to be made: each interval with its logical date and run time."""
+    return [
+        pb.DataInterval(
+            start=convert.ts(i.start),
+            end=convert.ts(i.end),
+            logical_date=convert.ts(i.logical_date),
+            run_after=convert.ts(i.run_after),
+        )
+        for i in found
+    ]
 
 
 _STRATEGY = {
@@ -94,7 +106,7 @@ _REPROCESS = {
 
 def backfill(record: BackfillRecord) -> pb.Backfill:
     p = record.progress
-    return pb.Backfill(
+    message = pb.Backfill(
         name=names.backfill_name(record.id) if record.id else "",
         dag_id=record.dag_id,
         start_date=convert.ts(record.start_date),
@@ -116,8 +128,15 @@ def backfill(record: BackfillRecord) -> pb.Backfill:
             skipped=p.skipped,
         ),
         error=record.error or "",
-        intervals=[interval(start, end) for start, end in record.intervals],
+        intervals=[
+            pb.DataInterval(start=convert.ts(start), end=convert.ts(end), logical_date=convert.ts(logical))
+            for start, end, logical in record.intervals
+        ],
+        run_on_latest_version=record.run_on_latest_version,
     )
+    if record.conf is not None:
+        message.conf.CopyFrom(convert.struct(record.conf))
+    return message
 
 
 def task_instance(run_record: RunRecord, t: TaskInstanceRecord) -> pb.TaskInstance:
@@ -140,6 +159,7 @@ def task_instance(run_record: RunRecord, t: TaskInstanceRecord) -> pb.TaskInstan
         priority_weight=t.priority_weight,
         pool=t.pool,
         queue=t.queue,
+        dag_version=t.version_hash or "",
     )
 
 

@@ -34,6 +34,7 @@ from schedd_core.clock import SystemClock
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_exec.attempt_fence import AttemptFence
+from schedd_exec.attempt_log import AttemptLogs, LogText
 from schedd_exec.bundle_cache import BundleCache
 from schedd_exec.environment import TaskEnvironment
 from schedd_exec.executor import AttemptExecutor
@@ -97,7 +98,7 @@ class LocalExecutor:
             "local-results", lambda batch: dispatch.apply_results(engine, batch)
         )
         self._logs: Batcher[LogChunk, None] = Batcher("local-logs", self._append_logs)
-        self._offsets: dict[str, int] = {}
+        self._attempt_logs = AttemptLogs()
         self._pending: set[asyncio.Task[object]] = set()
         self._bundles = BundleCache.for_owner(
             self._worker_id,
@@ -222,24 +223,27 @@ class LocalExecutor:
         return [None] * len(chunks)
 
     def _output(self, assignment: worker_pb2.Assignment, data: bytes) -> None:
+        self._keep_log(assignment, self._attempt_logs.output(assignment.attempt.attempt_id, data))
+
+    def _keep_log(self, assignment: worker_pb2.Assignment, pieces: list[LogText]) -> None:
+        """Store pieces of an attempt's log, as a worker's registry does."""
         attempt = assignment.attempt
-        offset = self._offsets.get(attempt.attempt_id, 0)
-        self._offsets[attempt.attempt_id] = offset + len(data)
-        self._spawn(
-            self._store_log(
-                LogChunk(
-                    worker_id=self._worker_id,
-                    ti_id=attempt.task_instance_id,
-                    attempt_id=attempt.attempt_id,
-                    offset=offset,
-                    data=data.decode(errors="replace"),
+        for piece in pieces:
+            self._spawn(
+                self._store_log(
+                    LogChunk(
+                        worker_id=self._worker_id,
+                        ti_id=attempt.task_instance_id,
+                        attempt_id=attempt.attempt_id,
+                        offset=piece.offset,
+                        data=piece.text,
+                    )
                 )
             )
-        )
 
     def _done(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
         attempt = assignment.attempt
-        self._offsets.pop(attempt.attempt_id, None)
+        self._keep_log(assignment, self._attempt_logs.ended(assignment, outcome))
         self.completed += 1
         self._spawn(
             self._store_result(

@@ -261,9 +261,7 @@ class SchedulingLoop:
         did not fit this pass's budget."""
         loaded, deferred = await self._load(conn, requests) if requests else ([], [])
         await self._versions.load(conn, {r.version_id for r in loaded})
-        runs = sorted(
-            (r for r in loaded if not r.paused), key=lambda r: (r.logical_date is None, r.logical_date)
-        )
+        runs = sorted(loaded, key=lambda r: (r.logical_date is None, r.logical_date))
         # A DAG's max_active_runs holds its queued runs back; a backfill's runs are held back by the
         # backfill's own limit instead (it makes no more than that many at once).
         limited = sorted(
@@ -271,6 +269,7 @@ class SchedulingLoop:
                 r.dag_id
                 for r in runs
                 if r.state == "queued"
+                and not r.paused
                 and r.backfill_id is None
                 and self._versions.graph(r.version_id).max_active_runs
             }
@@ -280,6 +279,12 @@ class SchedulingLoop:
         plans = []
         for run in runs:
             graph = self._versions.graph(run.version_id)
+            if run.paused:
+                # Nothing of a paused DAG's run starts, but a run whose tasks are all done ends.
+                plan = self._plan(graph, run, past.get(run.pk))
+                if plan.run_state is not None and not plan.to_queue and not plan.to_measure:
+                    plans.append((run, graph, plan))
+                continue
             if run.state == "queued" and run.backfill_id is None and graph.max_active_runs:
                 if running.get(run.dag_id, 0) >= graph.max_active_runs:
                     continue  # waits until a run of its DAG ends

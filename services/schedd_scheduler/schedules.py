@@ -1,4 +1,4 @@
-"""The leader's schedule timer: it makes the scheduled runs of DAGs when their intervals end.
+"""The leader's schedule timer: it makes the scheduled runs of DAGs when their run times come.
 
 The timer sleeps until the earliest ``dags.next_due_at`` of an unpaused DAG (one indexed read),
 or until woken: the api notifies ``schedd_dags`` when a DAG is registered, its schedule changes
@@ -6,16 +6,18 @@ or it is unpaused, and the scheduling loop wakes it for a DAG whose run ended (a
 ``max_active_runs`` may make its next run now), and after the database listener reconnected
 (notifications may have been lost). It never scans the DAGs on a tick, so its work grows with the
 DAGs that are due, not with the DAGs registered; with nothing due it reads the earliest due time
-again after ``idle_recheck`` seconds.
+again after ``idle_recheck`` seconds. A ``@continuous`` DAG has no due time while its run is in
+flight: that run ending wakes the timer, which makes the next one in its next step.
 
 Each step is one fenced transaction over at most ``dags_per_step`` due DAGs, locked: for each,
 :func:`schedd_core.schedule_plan.plan_schedule` (catch-up, max_active_runs, at most
-``runs_per_dag`` runs a look) says which intervals get a run and what to keep; the runs are
-created (``scheduled__<logical date>``, with their data intervals), and the next interval and
-due time stored, in the same transaction. A term ends mid-step: nothing of it lands, and the next
-leader makes the same runs from the same stored state. A logical date that has a run already
-(made by a backfill) is left alone, and the unique constraint on (dag, logical date) rejects a
-second run even if two writers raced (:class:`schedd_store.schedules.RunExists`).
+``runs_per_dag`` runs a look, the trigger timetables' run_immediately) says which runs to make and
+what to keep; the runs are created (``scheduled__<logical date>``, with their logical dates and
+data intervals), and the next run and due time stored, in the same transaction. A term ends
+mid-step: nothing of it lands, and the next leader makes the same runs from the same stored state.
+A logical date that has a run already (made by a backfill) is left alone, and the unique
+constraint on (dag, logical date) rejects a second run even if two writers raced
+(:class:`schedd_store.schedules.RunExists`).
 
 The first step of a term also looks at DAGs held back by ``max_active_runs`` (the run ending that
 would have woken them may have ended under the previous term).
@@ -41,7 +43,7 @@ from schedd_core.errors import FencedOut, LeaseExpired, ScheddError
 from schedd_core.schedule_plan import ScheduleState as PlanningState
 from schedd_core.schedule_plan import plan_schedule
 from schedd_core.states import RunType
-from schedd_core.timetables import timetable_of
+from schedd_core.timetable_spec import timetable_of
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_store import schedules
@@ -157,9 +159,9 @@ class ScheduleTimer:
                 new_runs += runs
                 states.append(state)
             taken = await schedules.taken_logical_dates(
-                conn, [(r.dag_id, r.interval.start) for r in new_runs]
+                conn, [(r.dag_id, r.interval.logical_date) for r in new_runs]
             )
-            fresh = [r for r in new_runs if (r.dag_id, r.interval.start) not in taken]
+            fresh = [r for r in new_runs if (r.dag_id, r.interval.logical_date) not in taken]
             made = await schedules.create_interval_runs(conn, fresh, run_type=RunType.SCHEDULED)
             await schedules.keep_schedule_states(conn, states)
             self._faults.hit("schedules.created")  # a test freezes a leader between making and committing
@@ -169,7 +171,7 @@ class ScheduleTimer:
             self._metrics.runs_scheduled.inc(len(made))
             for run in fresh:
                 self._metrics.schedule_delay_seconds.observe(
-                    max(0.0, (now - run.interval.end).total_seconds())
+                    max(0.0, (now - run.interval.run_after).total_seconds())
                 )
         more = len(due) >= self._dags_per_step or any(
             s.due_at is not None and s.due_at <= now for s in states
@@ -193,6 +195,7 @@ class ScheduleTimer:
                 active_runs=dag.active_runs,
                 max_active_runs=spec.max_active_runs,
                 latest_logical_date=dag.latest_logical_date,
+                covered_until=dag.covered_until,
             ),
             now,
             limit=self._runs_per_dag,

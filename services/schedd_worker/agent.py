@@ -33,6 +33,7 @@ from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_core.clock import SystemClock
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.attempt_fence import AttemptFence
+from schedd_exec.attempt_log import AttemptLogs, LogText
 from schedd_exec.bundle_cache import BundleCache
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
@@ -104,7 +105,7 @@ class WorkerAgent:
         self._received = 0
         self._unacked: dict[str, worker_pb2.TaskResult] = {}
         self._acked = asyncio.Event()
-        self._offsets: dict[str, int] = {}
+        self._logs = AttemptLogs()
         self._outgoing: asyncio.Queue[worker_pb2.WorkerMessage] | None = None
         self._welcomed = asyncio.Event()
         self.draining = False
@@ -328,20 +329,20 @@ class WorkerAgent:
     # -- executor callbacks ---------------------------------------------------------------------
 
     def _output(self, assignment: worker_pb2.Assignment, data: bytes) -> None:
-        attempt_id = assignment.attempt.attempt_id
-        offset = self._offsets.get(attempt_id, 0)
-        self._offsets[attempt_id] = offset + len(data)
-        self._send(
-            worker_pb2.WorkerMessage(
-                log=worker_pb2.LogChunk(
-                    attempt=assignment.attempt, offset=offset, data=_text(data.decode(errors="replace"))
+        self._send_log(assignment, self._logs.output(assignment.attempt.attempt_id, data))
+
+    def _send_log(self, assignment: worker_pb2.Assignment, pieces: list[LogText]) -> None:
+        for piece in pieces:
+            self._send(
+                worker_pb2.WorkerMessage(
+                    log=worker_pb2.LogChunk(attempt=assignment.attempt, offset=piece.offset, data=piece.text)
                 )
             )
-        )
 
     def _done(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
         attempt = assignment.attempt
-        self._offsets.pop(attempt.attempt_id, None)
+        # How it failed ends the attempt's log, sent ahead of the result.
+        self._send_log(assignment, self._logs.ended(assignment, outcome))
         result = worker_pb2.TaskResult(
             attempt=attempt,
             outcome=worker_pb2.TASK_OUTCOME_ABANDONED if outcome.abandoned else _OUTCOME[outcome.succeeded],

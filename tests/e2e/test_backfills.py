@@ -358,7 +358,7 @@ def test_a_scheduled_dag_gets_its_runs_with_their_data_intervals(
     shown = json.loads(schedctl(api, "-o", "json", "runs", "get", f"every_second/{first['run_id']}"))
     assert shown["run_type"] == "scheduled"
     assert shown["data_interval"]["start"].startswith(start.strftime("%Y-%m-%dT%H:%M:%S"))
-    logs = schedctl(api, "tasks", "logs", f"every_second/{first['run_id']}", "show")
+    logs = schedctl(api, "tasks", "logs", f"every_second/{first['run_id']}", "show", "--no-timestamps")
     assert logs.split(" ", 2)[:2] == ["scheduled", start.isoformat()]
     assert json.loads(logs.split(" ", 2)[2]) == {"limit": 10, "region": "eu"}  # 10, not 10.0
     upcoming = json.loads(schedctl(api, "-o", "json", "dags", "next-runs", "every_second", "-n", "3"))

@@ -124,7 +124,8 @@ def task_rows(
 
 
 def logs(api: str, run: str, task_id: str, *options: str) -> subprocess.CompletedProcess[str]:
-    return schedctl(api, "tasks", "logs", run, task_id, *options)
+    """``tasks logs``, the output as the task wrote it (no line times)."""
+    return schedctl(api, "tasks", "logs", run, task_id, "--no-timestamps", *options)
 
 
 def wait_for_logs(api: str, run: str, task_id: str, expected: str, *options: str) -> None:
@@ -214,7 +215,8 @@ def test_logs_of_each_try_of_a_task_retried_after_it_failed(
     assert (rows["flaky"]["state"], rows["flaky"]["try_number"]) == ("success", 2), rows
     attempts = delivery_cluster.fetch(ATTEMPTS, "logs_failed_once", "r1")
     assert [(a["try_number"], a["state"]) for a in attempts] == [(1, "failed"), (2, "success")], attempts
-    wait_for_logs(api, "logs_failed_once/r1", "flaky", "try 1\n", "--try", "1")
+    failure = "[schedd] try 1 failed: exit code 1\n"  # how the try ended, at the end of its log
+    wait_for_logs(api, "logs_failed_once/r1", "flaky", "try 1\n" + failure, "--try", "1")
     wait_for_logs(api, "logs_failed_once/r1", "flaky", "try 2\n")
 
 
@@ -249,6 +251,7 @@ def test_logs_follow_prints_lines_as_they_come_and_exits_when_the_task_ends(
             "logs_follow/r1",
             "ticker",
             "-f",
+            "--no-timestamps",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

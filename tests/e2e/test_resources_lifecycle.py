@@ -224,7 +224,8 @@ def test_watch_task_logs_waits_follows_and_ends(module_cluster: RunningCluster, 
         request = api_pb2.GetTaskLogsRequest(name="dags/log_stream/runs/r1/tasks/second")
         messages = list(runs.WatchTaskLogs(request, timeout=LIVENESS))
         text = "".join(m.data for m in messages)
-        assert text.splitlines() == ["one", "two"]
+        # Each line starts with the time it was written and a space.
+        assert [line.split(" ", 1)[1] for line in text.splitlines()] == ["one", "two"]
         assert messages[-1].complete and all(not m.complete for m in messages[:-1])
         offsets = [m.next_offset for m in messages]
         assert offsets == sorted(offsets) and offsets[-1] == len(text.encode())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,14 @@ def register(cluster: RunningCluster, tmp_path: Path, spec: dict[str, object]) -
     path = tmp_path / f"{spec['dag_id']}.json"
     path.write_text(json.dumps(spec))
     assert cluster.schedctl("dags", "register", str(path)).returncode == 0
+
+
+def first_stderr_line(process: subprocess.Popen[str], timeout: float) -> str:
+    """The first line ``process`` writes to standard error, waited for at most ``timeout`` seconds."""
+    assert process.stderr is not None
+    ready = select.select([process.stderr], [], [], timeout)[0]
+    assert ready, f"nothing on standard error within {timeout:g}s"
+    return process.stderr.readline()
 
 
 def test_watch_run_streams_until_the_final_state(module_cluster: RunningCluster, tmp_path: Path) -> None:
@@ -67,13 +76,16 @@ def test_runs_get_watch_ends_with_the_runs_exit_code(module_cluster: RunningClus
 def test_logs_follow_waits_for_the_task_and_says_how_it_failed(
     module_cluster: RunningCluster, tmp_path: Path
 ) -> None:
+    gate = tmp_path / "gate"
     register(
         module_cluster,
         tmp_path,
         {
             "dag_id": "watch_logs",
             "tasks": [
-                {"task_id": "first", "shell": {"command": "sleep 1"}},
+                # Holds second back until the follower said it waits (a busy machine can take
+                # longer to start schedctl than any fixed sleep).
+                {"task_id": "first", "shell": {"command": f"while [ ! -e {gate} ]; do sleep 0.05; done"}},
                 {
                     "task_id": "second",
                     "upstream": ["first"],
@@ -101,11 +113,13 @@ def test_logs_follow_waits_for_the_task_and_says_how_it_failed(
         text=True,
     )
     try:
+        said = first_stderr_line(follow, timeout=90)
+        gate.touch()
         out, err = follow.communicate(timeout=90)
     finally:
         follow.kill()
-    assert follow.returncode == 0, err
-    assert "waiting for second to start" in err
+    assert "waiting for second to start" in said
+    assert follow.returncode == 1, err  # the task failed
     assert "from-second" in out
     assert "second try 1 failed" in err and "exit code 4" in err
     done = module_cluster.schedctl("tasks", "logs", "watch_logs/r1", "nope", "-f")

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_scheduler.loop import SchedulingLoop
-from schedd_store import control, dags, dispatch, runs
+from schedd_store import control, dags, dispatch, explaining, runs
 from schedd_store.dispatch import AttemptResult
 from schedd_store.records import RunRecord
 
@@ -219,7 +219,7 @@ async def test_a_task_bigger_than_its_pool_is_passed_over_and_explained(engine: 
     leader = await leading_loop(engine)
     assert await _pass(leader, run.pk) == 1
     assert await _states(engine) == {("huge", "r1", "huge"): "scheduled", ("huge", "r1", "small"): "queued"}
-    state, why = await control.explain_task(engine, "huge", "r1", "huge")
+    state, why = await explaining.explain_task(engine, "huge", "r1", "huge")
     assert state.value == "scheduled"
     assert "it needs 3 slots but pool 'two' has only 2" in why
 
@@ -384,7 +384,7 @@ async def test_task_max_active_instances_holds_across_runs(engine: AsyncEngine) 
     assert await _pass(leader, r1.pk, r2.pk) == 3
     assert sorted(await _occupying(engine)) == [("mai", "r1", "t"), ("mai", "r1", "u"), ("mai", "r2", "u")]
     assert (await _states(engine))[("mai", "r2", "t")] == "scheduled"
-    state, why = await control.explain_task(engine, "mai", "r2", "t")
+    state, why = await explaining.explain_task(engine, "mai", "r2", "t")
     assert state.value == "scheduled"
     assert "1 instances of this task run, its max_active_instances is 1" in why
     await _finish(engine, [("mai", "r1", "t")])
@@ -424,7 +424,7 @@ async def test_paused_dag_waiting_tasks_are_not_admitted(engine: AsyncEngine) ->
     await _finish(engine)
     await _pass(leader, blocker.pk)  # 'after' is ready: admission looks at the waiting ones too
     assert (await _states(engine))[("sleepy", "r1", "t")] == "scheduled"
-    _, why = await control.explain_task(engine, "sleepy", "r1", "t")
+    _, why = await explaining.explain_task(engine, "sleepy", "r1", "t")
     assert why[0] == "its DAG is paused"
     await control.set_paused(engine, "sleepy", False)
     await _finish(engine)

@@ -22,7 +22,7 @@ from schedd_core.clock import SystemClock
 from schedd_core.errors import InvalidArgument, NotFound
 from schedd_core.spec import validate_spec
 from schedd_core.states import TaskState
-from schedd_store import control, logs, runs
+from schedd_store import control, explaining, logs, runs
 from schedd_store.instance_lookup import NotStartedYet
 
 from .helpers import registered_run
@@ -155,7 +155,7 @@ async def test_result_logs_and_explain_by_key(engine: AsyncEngine, expanded: int
             engine, dag_id="fan", run_id="r1", task_key=f"process[{i}]", try_number=0, offset=0, max_bytes=100
         )
         assert (found.data, found.complete) == (f"item {i}\n", True)
-    state, why = await control.explain_task(engine, "fan", "r1", "process[1]")
+    state, why = await explaining.explain_task(engine, "fan", "r1", "process[1]")
     assert state is TaskState.FAILED and "clear it to run it again" in why[0]
     assert (await runs.task_result(engine, "fan", "r1", "src")).value == [1, 2, 3]
 
@@ -170,7 +170,7 @@ async def test_a_mapped_task_s_plain_id_names_nothing_once_expanded(
         await runs.task_result(engine, "fan", "r1", "process")
     assert str(caught.value) == expected
     for lookup in (
-        control.explain_task(engine, "fan", "r1", "process"),
+        explaining.explain_task(engine, "fan", "r1", "process"),
         control.set_state(engine, "fan", "r1", "process", TaskState.SUCCESS),
         logs.read_logs(
             engine, dag_id="fan", run_id="r1", task_key="process", try_number=0, offset=0, max_bytes=9

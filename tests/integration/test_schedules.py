@@ -190,8 +190,9 @@ async def test_a_changed_schedule_goes_on_where_the_old_one_stopped(engine: Asyn
     )
     clock.advance(36 * 3600)
     await schedule.step()
-    # The daily runs covered up to 08-03 00:00: the new schedule's first interval starts after it, so
-    # no data interval is covered twice and none is left out.
+    # The daily runs covered up to 08-03 00:00: the new schedule's first interval starts at its first
+    # schedule time after it, so no data interval is covered twice; [08-03 00:00, 12:00) is covered
+    # by no run, as docs/scheduling.md says.
     made = [r[1] for r in await runs_of(engine, "changed")]
     assert made == [utc(2026, 8, 1), utc(2026, 8, 2), utc(2026, 8, 3, 12)]
 

@@ -25,7 +25,7 @@ from schedd_core.backfill_plan import (
 from schedd_core.errors import InvalidArgument
 from schedd_core.planner import TaskSnapshot, plan_run
 from schedd_core.states import BackfillState, TaskState
-from schedd_core.timetables import timetable_of
+from schedd_core.timetable_spec import timetable_of
 from schedd_exec.assignments import merged_params
 from schedd_rpc import convert
 from tests.unit.helpers import graph, task

@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 import schedctl.main  # noqa: F401  (registers every command)
 from schedctl.cli import app
 from schedd.v1 import resources_pb2 as pb
+from schedd_exec.bundle_pack import import_root, pack
 from schedd_sdk.loader import load_dags
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,12 +37,14 @@ def test_render_prints_the_spec_dags_register_reads_back() -> None:
     rendered = cli("dags", "render", str(EXAMPLES / "setup_teardown.py"))
     assert rendered.exit_code == 0, rendered.output
     spec = json_format.ParseDict(yaml.safe_load(rendered.stdout), pb.DagSpec())
-    (expected,) = load_dags(EXAMPLES / "setup_teardown.py")
+    (expected,) = load_dags(EXAMPLES / "setup_teardown.py", import_root(EXAMPLES))
+    expected.code_bundle = pack(EXAMPLES).sha256  # the bundle register uploads with it
     assert spec == expected
     assert "teardown: true" in rendered.stdout and "TRIGGER_RULE_ALL_DONE_SETUP_SUCCESS" in rendered.stdout
     as_json = cli("dags", "render", str(EXAMPLES / "taskflow_groups.py"), "-o", "json")
     assert as_json.exit_code == 0, as_json.output
-    (groups,) = load_dags(EXAMPLES / "taskflow_groups.py")
+    (groups,) = load_dags(EXAMPLES / "taskflow_groups.py", import_root(EXAMPLES))
+    groups.code_bundle = expected.code_bundle
     assert json_format.Parse(as_json.stdout, pb.DagSpec()) == groups
 
 

@@ -16,7 +16,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_core.schedule_plan import ScheduleState, plan_schedule
-from schedd_core.timetables import DataInterval, Timetable, timetable_of
+from schedd_core.timetable_spec import timetable_of
+from schedd_core.timetables import DataInterval, Timetable
 
 
 def ts(value: datetime) -> Timestamp:

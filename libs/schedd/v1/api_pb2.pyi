@@ -525,7 +525,9 @@ class GetTaskLogsRequest(_message.Message):
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}/tasks/{task_id}`"""
     try_number: _builtins.int
-    """The attempt's try number; 0 for the latest."""
+    """The attempt's try number; 0 for the latest that has started. WatchTaskLogs waits for the try
+    after the latest while the task instance may still run it.
+    """
     offset: _builtins.int
     """Byte offset to read from."""
     max_bytes: _builtins.int
@@ -633,12 +635,24 @@ class TaskLogs(_message.Message):
     NEXT_OFFSET_FIELD_NUMBER: _builtins.int
     TRY_NUMBER_FIELD_NUMBER: _builtins.int
     COMPLETE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    LATEST_TRY_FIELD_NUMBER: _builtins.int
+    MAX_TRIES_FIELD_NUMBER: _builtins.int
     data: _builtins.str
+    """Each line starts with the UTC time it was written and a space (`2026-12-03T13:14:51.123Z `); a
+    failed attempt's log ends with a line saying how it failed (`[schedd] try 1 failed: ...`).
+    """
     next_offset: _builtins.int
     """Offset to ask for next."""
     try_number: _builtins.int
     complete: _builtins.bool
     """True when the attempt has ended: nothing more will be appended."""
+    state: _resources_pb2.TaskState.ValueType
+    """The task instance when this was read (in one snapshot with `complete`): its state, its latest
+    try that has an attempt, and how many tries it may have.
+    """
+    latest_try: _builtins.int
+    max_tries: _builtins.int
     def __init__(
         self,
         *,
@@ -646,10 +660,13 @@ class TaskLogs(_message.Message):
         next_offset: _builtins.int = ...,
         try_number: _builtins.int = ...,
         complete: _builtins.bool = ...,
+        state: _resources_pb2.TaskState.ValueType = ...,
+        latest_try: _builtins.int = ...,
+        max_tries: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "data", b"data", "next_offset", b"next_offset", "try_number", b"try_number"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "data", b"data", "latest_try", b"latest_try", "max_tries", b"max_tries", "next_offset", b"next_offset", "state", b"state", "try_number", b"try_number"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

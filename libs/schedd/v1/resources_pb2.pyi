@@ -220,6 +220,36 @@ holds no slot. A reschedule does not use up a retry.
 """
 Global___SensorMode: _TypeAlias = SensorMode  # noqa: Y015
 
+class _CronSemantics:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CronSemanticsEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CronSemantics.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CRON_SEMANTICS_UNSPECIFIED: _CronSemantics.ValueType  # 0
+    CRON_SEMANTICS_DATA_INTERVAL: _CronSemantics.ValueType  # 1
+    """A run per data interval [tick, next tick), logical date = its start, made at its end
+    (Airflow's CronDataIntervalTimetable).
+    """
+    CRON_SEMANTICS_TRIGGER: _CronSemantics.ValueType  # 2
+    """A run at each tick T, logical date T, data interval [T - interval, T]
+    (Airflow's CronTriggerTimetable).
+    """
+
+class CronSemantics(_CronSemantics, metaclass=_CronSemanticsEnumTypeWrapper):
+    """How a cron `schedule` string is read."""
+
+CRON_SEMANTICS_UNSPECIFIED: CronSemantics.ValueType  # 0
+CRON_SEMANTICS_DATA_INTERVAL: CronSemantics.ValueType  # 1
+"""A run per data interval [tick, next tick), logical date = its start, made at its end
+(Airflow's CronDataIntervalTimetable).
+"""
+CRON_SEMANTICS_TRIGGER: CronSemantics.ValueType  # 2
+"""A run at each tick T, logical date T, data interval [T - interval, T]
+(Airflow's CronTriggerTimetable).
+"""
+Global___CronSemantics: _TypeAlias = CronSemantics  # noqa: Y015
+
 class _BackfillStrategy:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -812,6 +842,9 @@ class DagSpec(_message.Message):
     CODE_BUNDLE_FIELD_NUMBER: _builtins.int
     PARAM_SCHEMAS_FIELD_NUMBER: _builtins.int
     ALLOW_UNDECLARED_CONF_FIELD_NUMBER: _builtins.int
+    CRON_SEMANTICS_FIELD_NUMBER: _builtins.int
+    TRIGGER_FIELD_NUMBER: _builtins.int
+    TRIGGER_OPTIONS_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     description: _builtins.str
     schedule: _builtins.str
@@ -835,6 +868,10 @@ class DagSpec(_message.Message):
     """Whether a run's conf may set keys the DAG does not declare (in `params`, `param_schemas` or a
     task's `params`). False (the default): such a conf is refused with INVALID_ARGUMENT naming
     `conf.<key>` and no run is made.
+    """
+    cron_semantics: Global___CronSemantics.ValueType
+    """How the cron `schedule` is read (docs/scheduling.md). Registration resolves UNSPECIFIED by the
+    deployment's SCHEDD_CREATE_CRON_DATA_INTERVALS; a stored UNSPECIFIED means data intervals.
     """
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
@@ -869,6 +906,16 @@ class DagSpec(_message.Message):
         registration (the schemas and the defaults) and when a run is triggered (the conf on top).
         """
 
+    @_builtins.property
+    def trigger(self) -> Global___TriggerSchedule:
+        """A trigger timetable other than a plain cron `schedule`: several crons, a fixed delta or explicit
+        event dates; with it, `schedule` and `schedule_interval` are empty.
+        """
+
+    @_builtins.property
+    def trigger_options(self) -> Global___TriggerOptions:
+        """Options of trigger timetables (a cron `schedule` read as a trigger, or `trigger`)."""
+
     def __init__(
         self,
         *,
@@ -891,36 +938,127 @@ class DagSpec(_message.Message):
         code_bundle: _builtins.str = ...,
         param_schemas: _struct_pb2.Struct | None = ...,
         allow_undeclared_conf: _builtins.bool = ...,
+        cron_semantics: Global___CronSemantics.ValueType = ...,
+        trigger: Global___TriggerSchedule | None = ...,
+        trigger_options: Global___TriggerOptions | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_undeclared_conf", b"allow_undeclared_conf", "catchup", b"catchup", "code_bundle", b"code_bundle", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_undeclared_conf", b"allow_undeclared_conf", "catchup", b"catchup", "code_bundle", b"code_bundle", "cron_semantics", b"cron_semantics", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DagSpec: _TypeAlias = DagSpec  # noqa: Y015
 
 @_typing.final
+class TriggerSchedule(_message.Message):
+    """Trigger timetables beyond a single cron: exactly one of `crons` (two or more), `every`, `events`."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CRONS_FIELD_NUMBER: _builtins.int
+    EVERY_FIELD_NUMBER: _builtins.int
+    EVENTS_FIELD_NUMBER: _builtins.int
+    RESTRICT_TO_EVENTS_FIELD_NUMBER: _builtins.int
+    restrict_to_events: _builtins.bool
+    """EventsTimetable's flag, kept for Airflow compatibility; scheduled runs are the events either way."""
+    @_builtins.property
+    def crons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A run at every tick of any of them (Airflow's MultipleCronTriggerTimetable)."""
+
+    @_builtins.property
+    def every(self) -> _duration_pb2.Duration:
+        """A run at start_date + k * every (Airflow's DeltaTriggerTimetable)."""
+
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]:
+        """A run at each of these moments (Airflow's EventsTimetable)."""
+
+    def __init__(
+        self,
+        *,
+        crons: _abc.Iterable[_builtins.str] | None = ...,
+        every: _duration_pb2.Duration | None = ...,
+        events: _abc.Iterable[_timestamp_pb2.Timestamp] | None = ...,
+        restrict_to_events: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["every", b"every"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["crons", b"crons", "events", b"events", "every", b"every", "restrict_to_events", b"restrict_to_events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TriggerSchedule: _TypeAlias = TriggerSchedule  # noqa: Y015
+
+@_typing.final
+class TriggerOptions(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INTERVAL_FIELD_NUMBER: _builtins.int
+    RUN_IMMEDIATELY_FIELD_NUMBER: _builtins.int
+    RUN_IMMEDIATELY_WITHIN_FIELD_NUMBER: _builtins.int
+    run_immediately: _builtins.bool
+    """With catchup off, whether the latest tick that passed while nothing was waiting for it (a new
+    DAG, a pause, an outage) runs at once. Unset or false: wait for the next tick.
+    """
+    @_builtins.property
+    def interval(self) -> _duration_pb2.Duration:
+        """A run at tick T covers [T - interval, T]; unset: the empty interval [T, T]."""
+
+    @_builtins.property
+    def run_immediately_within(self) -> _duration_pb2.Duration:
+        """Run it at once only if it is at most this old (run_immediately is then ignored)."""
+
+    def __init__(
+        self,
+        *,
+        interval: _duration_pb2.Duration | None = ...,
+        run_immediately: _builtins.bool = ...,
+        run_immediately_within: _duration_pb2.Duration | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["interval", b"interval", "run_immediately_within", b"run_immediately_within"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["interval", b"interval", "run_immediately", b"run_immediately", "run_immediately_within", b"run_immediately_within"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TriggerOptions: _TypeAlias = TriggerOptions  # noqa: Y015
+
+@_typing.final
 class DataInterval(_message.Message):
-    """The period of data a scheduled or backfill run covers, [start, end); its logical date is start."""
+    """The period of data a scheduled or backfill run covers, [start, end); its logical date is start
+    unless `logical_date` says otherwise (trigger timetables: the tick, at the end).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     START_FIELD_NUMBER: _builtins.int
     END_FIELD_NUMBER: _builtins.int
+    LOGICAL_DATE_FIELD_NUMBER: _builtins.int
+    RUN_AFTER_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def start(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def end(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def logical_date(self) -> _timestamp_pb2.Timestamp:
+        """Set where the interval stands for a run (next runs, a backfill's intervals)."""
+
+    @_builtins.property
+    def run_after(self) -> _timestamp_pb2.Timestamp:
+        """When the scheduler makes that run (next runs)."""
+
     def __init__(
         self,
         *,
         start: _timestamp_pb2.Timestamp | None = ...,
         end: _timestamp_pb2.Timestamp | None = ...,
+        logical_date: _timestamp_pb2.Timestamp | None = ...,
+        run_after: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "logical_date", b"logical_date", "run_after", b"run_after", "start", b"start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "start", b"start"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end", b"end", "logical_date", b"logical_date", "run_after", b"run_after", "start", b"start"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

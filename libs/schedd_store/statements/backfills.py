@@ -12,23 +12,26 @@ from schedd_store.statements.guards import B, _guarded, _sql
 INSERT_BACKFILL = _sql(
     "WITH made AS ("
     "  INSERT INTO backfills (dag_id, start_date, end_date, strategy, max_active_runs, chunk_size, "
-    "  backward, reprocess, state) VALUES (:dag_id, :start_date, :end_date, :strategy, :max_active_runs, "
-    "  :chunk_size, :backward, :reprocess, 'running') RETURNING id"
+    "  backward, reprocess, state, conf, run_on_latest_version) VALUES (:dag_id, :start_date, :end_date, "
+    "  :strategy, :max_active_runs, :chunk_size, :backward, :reprocess, 'running', CAST(:conf AS jsonb), "
+    "  :run_on_latest_version) RETURNING id"
     f") SELECT id, pg_notify('{channels.BACKFILLS}', id::text) FROM made"
 )
 
-#: The backfill's intervals, in the order its runs are made, each with its chunk.
+#: The backfill's intervals, in the order its runs are made, each with its chunk and logical date.
 INSERT_BACKFILL_INTERVALS = _sql(
-    "INSERT INTO backfill_intervals (backfill_id, position, chunk, interval_start, interval_end, status) "
-    "SELECT :backfill_id, u.position, u.chunk, u.starts, u.ends, 'pending' "
+    "INSERT INTO backfill_intervals (backfill_id, position, chunk, interval_start, interval_end, "
+    "logical_date, status) "
+    "SELECT :backfill_id, u.position, u.chunk, u.starts, u.ends, u.logical, 'pending' "
     "FROM unnest(CAST(:positions AS int[]), CAST(:chunks AS int[]), CAST(:starts AS timestamptz[]), "
-    "CAST(:ends AS timestamptz[])) AS u(position, chunk, starts, ends)"
+    "CAST(:ends AS timestamptz[]), CAST(:logical AS timestamptz[])) "
+    "AS u(position, chunk, starts, ends, logical)"
 )
 
 _BACKFILL_COLUMNS = (
     "b.id, b.dag_id, b.start_date, b.end_date, b.strategy, b.max_active_runs, b.chunk_size, b.backward, "
     "b.reprocess, b.state, b.error, b.created_at, b.updated_at, p.total, p.pending, p.running, "
-    "p.succeeded, p.failed, p.skipped"
+    "p.succeeded, p.failed, p.skipped, b.conf, b.run_on_latest_version"
 )
 #: Progress by interval; an interval whose run ended counts by its run's state even before the
 #: leader settled it (and after a cancel, which settles nothing).
@@ -88,18 +91,21 @@ UNFINISHED_BACKFILL_RUNS = _sql(
 RUNNING_BACKFILLS = _sql("SELECT id FROM backfills WHERE state = 'running' ORDER BY id")
 
 LOCK_RUNNING_BACKFILLS = _sql(
-    "SELECT id, dag_id, strategy, max_active_runs, chunk_size, reprocess FROM backfills "
+    "SELECT id, dag_id, strategy, max_active_runs, chunk_size, reprocess, conf, run_on_latest_version "
+    "FROM backfills "
     "WHERE id = ANY(:ids) AND state = 'running' ORDER BY id FOR UPDATE"
 )
 
 #: The intervals whose runs are made (with the state of each run) and the first :window that wait,
 #: in order: all a step of the backfill's strategy looks at.
 BACKFILL_WINDOW = _sql(
-    "(SELECT i.position, i.chunk, i.status, i.interval_start, i.interval_end, r.id AS run_pk, "
+    "(SELECT i.position, i.chunk, i.status, i.interval_start, i.interval_end, "
+    "  COALESCE(i.logical_date, i.interval_start) AS logical_date, r.id AS run_pk, "
     "  r.state AS run_state FROM backfill_intervals i LEFT JOIN dag_runs r ON r.id = i.run_pk "
     "  WHERE i.backfill_id = :id AND i.status = 'created') "
     "UNION ALL "
-    "(SELECT i.position, i.chunk, i.status, i.interval_start, i.interval_end, NULL, NULL "
+    "(SELECT i.position, i.chunk, i.status, i.interval_start, i.interval_end, "
+    "  COALESCE(i.logical_date, i.interval_start), NULL, NULL "
     "  FROM backfill_intervals i WHERE i.backfill_id = :id AND i.status = 'pending' "
     "  ORDER BY i.position LIMIT :window)"
 )
@@ -114,6 +120,11 @@ SETTLE_BACKFILL_INTERVALS = _sql(
     "FROM unnest(CAST(:positions AS int[]), CAST(:statuses AS text[]), CAST(:notes AS text[])) "
     "AS u(position, status, note) WHERE i.backfill_id = :id AND i.position = u.position "
     "AND i.status = 'created'"
+)
+
+#: The backfill's conf on the runs it just made.
+SET_RUNS_CONF = _sql(
+    "UPDATE dag_runs SET conf = CAST(:conf AS jsonb) WHERE id = ANY(CAST(:run_pks AS bigint[]))"
 )
 
 #: Links intervals to the runs made (or rerun) for them.
@@ -139,7 +150,8 @@ RUNS_AT_LOGICAL_DATES = _sql(
 LATEST_VERSION_OF_DAG = _sql("SELECT latest_version_id FROM dags WHERE dag_id = :dag_id")
 
 FIRST_FAILED_INTERVAL = _sql(
-    "SELECT interval_start FROM backfill_intervals WHERE backfill_id = :id AND status = 'failed' "
+    "SELECT COALESCE(logical_date, interval_start) AS logical_date FROM backfill_intervals "
+    "WHERE backfill_id = :id AND status = 'failed' "
     "ORDER BY position LIMIT 1"
 )
 

@@ -16,6 +16,10 @@ UNFINISHED_RUNS_OF_DAG = _sql(
     "SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running')"
 )
 
+UNFINISHED_RUN_IDS_OF_DAG = _sql(
+    "SELECT run_id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running') ORDER BY id"
+)
+
 #: Every manual change of a run raises its control version, under the run's lock: the leader, which
 #: may keep the run's task instances in memory between passes, reads a run whose version moved in full.
 BUMP_CONTROL_VERSION = _sql("UPDATE dag_runs SET control_version = control_version + 1 WHERE id = :run_pk")
@@ -73,8 +77,9 @@ SKIP_UNRUN = _guarded(
     ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}, {T.SKIPPED}),
 )
 
+#: A cancel: the run fails, known as cancelled.
 FAIL_RUN_BY_HAND = _guarded(
-    "UPDATE dag_runs SET state = 'failed', ended_at = now() "
+    "UPDATE dag_runs SET state = 'failed', ended_at = now(), cancelled = true "
     "WHERE id = :run_pk AND state = ANY(:run_sources) RETURNING id",
     run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
 )
@@ -92,7 +97,8 @@ CLEAR_TASK_INSTANCES = _guarded(
 
 #: A finished run whose task instances were cleared or marked runs again (an unfinished one is left as it is).
 REOPEN_RUN = _guarded(
-    "UPDATE dag_runs SET state = 'running', ended_at = NULL WHERE id = :run_pk AND state = ANY(:run_sources) "
+    "UPDATE dag_runs SET state = 'running', ended_at = NULL, cancelled = false "
+    "WHERE id = :run_pk AND state = ANY(:run_sources) "
     "RETURNING id",
     run=({R.SUCCESS, R.FAILED}, {R.RUNNING}),
 )
@@ -128,3 +134,31 @@ EXPLAIN_TASK = _sql(
 )
 
 NOW = _sql("SELECT now()")
+
+# --- moving a run to its DAG's current version (schedd_store.run_versions) --------------------------
+
+#: Pins the (locked) run to its DAG's current version; returns that version's hash and spec.
+MOVE_RUN_TO_CURRENT_VERSION = _sql(
+    "WITH moved AS ("
+    "  UPDATE dag_runs r SET dag_version_id = d.latest_version_id FROM dags d "
+    "  WHERE r.id = :run_pk AND d.dag_id = r.dag_id RETURNING r.dag_version_id"
+    ") SELECT v.version_hash, v.spec FROM moved JOIN dag_versions v ON v.id = moved.dag_version_id"
+)
+
+#: Task instances whose task the run's version no longer has, and which never started.
+REMOVE_TASK_INSTANCES = _guarded(
+    "UPDATE task_instances SET state = 'removed', ended_at = now() WHERE id = ANY(CAST(:ids AS bigint[])) "
+    "AND state = ANY(:ti_sources) RETURNING id",
+    ti=(TASK_TRANSITIONS[T.REMOVED], {T.REMOVED}),
+)
+
+#: Task instances that have not started take their task's options from the run's (new) version.
+REFRESH_TASK_OPTIONS = _sql(
+    "UPDATE task_instances ti SET priority_weight = o.weight, pool = o.pool, pool_slots = o.slots, "
+    "queue = o.queue, is_branch = o.branch, "
+    "callback_events = CASE WHEN o.events = '' THEN '{}'::text[] ELSE string_to_array(o.events, ',') END "
+    "FROM unnest(CAST(:ids AS bigint[]), CAST(:weights AS int[]), CAST(:pools AS text[]), "
+    "CAST(:slots AS int[]), CAST(:queues AS text[]), CAST(:branches AS boolean[]), CAST(:events AS text[])) "
+    "AS o(id, weight, pool, slots, queue, branch, events) "
+    "WHERE ti.id = o.id AND ti.state IN ('none', 'scheduled')"
+)

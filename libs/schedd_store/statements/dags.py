@@ -6,9 +6,19 @@ from schedd_store.statements.guards import _sql
 
 # --- DAGs ------------------------------------------------------------------------------------------
 
-ENSURE_DAG = _sql("INSERT INTO dags (dag_id) VALUES (:dag_id) ON CONFLICT (dag_id) DO NOTHING")
+#: Creates the DAG, paused or not, unless it exists; returns a row only when it created it.
+ENSURE_DAG = _sql(
+    "INSERT INTO dags (dag_id, paused) VALUES (:dag_id, :paused) ON CONFLICT (dag_id) DO NOTHING "
+    "RETURNING dag_id"
+)
 
 LOCK_DAG = _sql("SELECT latest_version_id FROM dags WHERE dag_id = :dag_id FOR UPDATE")
+
+#: The DAG's current version hash (NULL for a DAG with none), its row locked.
+LOCK_DAG_CURRENT_VERSION = _sql(
+    "SELECT v.version_hash FROM dags d LEFT JOIN dag_versions v ON v.id = d.latest_version_id "
+    "WHERE d.dag_id = :dag_id FOR UPDATE OF d"
+)
 
 INSERT_DAG_VERSION = _sql(
     "INSERT INTO dag_versions (dag_id, version_hash, spec, task_count) "
@@ -41,13 +51,15 @@ GET_VERSION_SPECS = _sql("SELECT id, spec FROM dag_versions WHERE id = ANY(:ids)
 
 #: Newest first, below the version id :before.
 LIST_DAG_VERSIONS = _sql(
-    "SELECT id, version_hash, created_at, task_count FROM dag_versions "
-    "WHERE dag_id = :dag_id AND id < :before ORDER BY id DESC LIMIT :limit"
+    "SELECT v.id, v.version_hash, v.created_at, v.task_count, v.id = d.latest_version_id AS current "
+    "FROM dag_versions v JOIN dags d ON d.dag_id = v.dag_id "
+    "WHERE v.dag_id = :dag_id AND v.id < :before ORDER BY v.id DESC LIMIT :limit"
 )
 
 GET_DAG_VERSION = _sql(
-    "SELECT id, version_hash, created_at, task_count, spec FROM dag_versions "
-    "WHERE dag_id = :dag_id AND version_hash = :version_hash"
+    "SELECT v.id, v.version_hash, v.created_at, v.task_count, v.spec, v.id = d.latest_version_id AS current "
+    "FROM dag_versions v JOIN dags d ON d.dag_id = v.dag_id "
+    "WHERE v.dag_id = :dag_id AND v.version_hash = :version_hash"
 )
 
 DAG_EXISTS = _sql("SELECT 1 FROM dags WHERE dag_id = :dag_id")

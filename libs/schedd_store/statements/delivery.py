@@ -127,17 +127,23 @@ APPEND_LOGS = _sql(
 
 READ_LOGS = _sql(
     "SELECT byte_offset, data FROM task_logs WHERE ti_id = :ti_id AND try_number = :try_number "
-    "AND byte_offset + octet_length(data) > :offset ORDER BY byte_offset, id LIMIT 1000"
+    "AND byte_offset + octet_length(data) > :offset ORDER BY byte_offset, id LIMIT :limit"
 )
 
-#: A task instance by names: its task id and map index (-1: not an instance of a mapped task).
+#: A task instance by names: its task id and map index (-1: not an instance of a mapped task), with
+#: the latest try that has an attempt (NULL before any; the try number moves on when a retry is queued).
 FIND_TASK_INSTANCE = _sql(
-    "SELECT ti.id, ti.try_number, ti.state, ti.attempt_id FROM task_instances ti "
-    "JOIN dag_runs r ON r.id = ti.run_pk "
+    "SELECT ti.id, ti.try_number, ti.state, ti.attempt_id, ti.max_tries, "
+    "(SELECT max(a.try_number) FROM task_attempts a WHERE a.ti_id = ti.id) AS attempted_try "
+    "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
     "WHERE r.dag_id = :dag_id AND r.run_id = :run_id AND ti.task_id = :task_id AND ti.map_index = :map_index"
 )
 
-ATTEMPT_STATE = _sql("SELECT state FROM task_attempts WHERE ti_id = :ti_id AND try_number = :try_number")
+#: The state of a try's attempt (its latest: each poke of a reschedule-mode sensor is one).
+ATTEMPT_STATE = _sql(
+    "SELECT state FROM task_attempts WHERE ti_id = :ti_id AND try_number = :try_number "
+    "ORDER BY started_at DESC NULLS LAST LIMIT 1"
+)
 
 #: The stored results of tasks in runs; a mapped task's are gathered into one array by map index (JSON
 #: null for an instance that stored none), once it is expanded.

@@ -14,7 +14,8 @@ from schedd_store.statements.guards import A, T, W, _guarded, _sql
 #: same with 100,000 task instances queued as with ten. SKIP LOCKED lets several registries claim side
 #: by side without ever handing out one attempt twice. Records each attempt in task_attempts.
 #: Each attempt gets a random commit secret, returned here and stored only as its SHA-256 (the
-#: proof a transactional task gives schedd_commit_attempt; migration 0019).
+#: proof a transactional task gives schedd_commit_attempt; migration 0019), and the DAG version its
+#: run is pinned to at this moment (the code the attempt runs).
 CLAIM_TASK_INSTANCES = _guarded(
     "WITH candidates AS ("
     "  SELECT c.id, c.priority_weight, c.logical_date FROM unnest(CAST(:queues AS text[])) AS q(name) "
@@ -33,9 +34,11 @@ CLAIM_TASK_INSTANCES = _guarded(
     "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.map_index, ti.try_number, ti.attempt_id, ti.worker_id, "
     "  ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret"
     "), recorded AS ("
-    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, commit_secret_hash) "
-    "  SELECT attempt_id, id, try_number, worker_id, 'running', sha256(convert_to(commit_secret, 'UTF8')) "
-    "  FROM claimed"
+    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, commit_secret_hash, "
+    "  dag_version_id) "
+    "  SELECT c.attempt_id, c.id, c.try_number, c.worker_id, 'running', "
+    "  sha256(convert_to(c.commit_secret, 'UTF8')), cr.dag_version_id "
+    "  FROM claimed c JOIN dag_runs cr ON cr.id = c.run_pk"
     ") "
     "SELECT c.id, c.task_id, c.map_index, c.try_number, c.attempt_id, c.run_pk, c.worker_id, r.dag_id, "
     "r.run_id, r.logical_date, r.dag_version_id, r.conf, r.run_type, r.data_interval_start, "

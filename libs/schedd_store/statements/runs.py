@@ -22,7 +22,7 @@ INSERT_RUN = _sql(
 _RUN_COLUMNS = (
     "r.id, r.dag_id, r.run_id, r.run_type, r.state, r.logical_date, r.conf, r.created_at, "
     "r.started_at, r.ended_at, r.error, r.data_interval_start, r.data_interval_end, r.backfill_id, "
-    "r.dag_version_id, v.version_hash"
+    "r.dag_version_id, v.version_hash, r.cancelled"
 )
 
 GET_RUN = _sql(
@@ -71,11 +71,15 @@ GET_TASK_RESULT = _sql(
 )
 
 #: A run's task instances in the order they were made (the dependency order of the run's first plan; a
-#: mapped task's instances come later, when it is expanded).
+#: mapped task's instances come later, when it is expanded), each with the version hash its current (or
+#: last) attempt ran (NULL before any attempt).
 LIST_TASK_INSTANCES = _sql(
-    "SELECT task_id, map_index, state, try_number, max_tries, attempt_id, worker_id, queued_at, "
-    "started_at, ended_at, exit_code, error, priority_weight, pool, queue "
-    "FROM task_instances WHERE run_pk = :run_pk ORDER BY id"
+    "SELECT ti.task_id, ti.map_index, ti.state, ti.try_number, ti.max_tries, ti.attempt_id, ti.worker_id, "
+    "ti.queued_at, ti.started_at, ti.ended_at, ti.exit_code, ti.error, ti.priority_weight, ti.pool, "
+    "ti.queue, av.version_hash AS attempt_version "
+    "FROM task_instances ti LEFT JOIN task_attempts a ON a.ti_id = ti.id AND a.attempt_id = ti.attempt_id "
+    "LEFT JOIN dag_versions av ON av.id = a.dag_version_id "
+    "WHERE ti.run_pk = :run_pk ORDER BY ti.id"
 )
 
 #: What a run holds of one task, to say why a key names none of its task instances: whether the run
