@@ -9,11 +9,16 @@ of :data:`PIECE_BYTES`; the api answers "already stored" without error.
 
 A Python task must name a module workers can import: from the bundle, or from their own
 environment. A module of a package the bundle provides (its top-level name is in the bundle) that
-is not itself in the bundle could not be imported by workers, and is refused here with its name.
+is not itself in the bundle could not be imported by workers, and is refused here with its name;
+so is a module whose file lies in the bundle but which the DAG file imported under a name that is
+not its path in the bundle (``src.work`` for the ``work.py`` of a ``--bundle src/`` that is no
+package): workers would look for it elsewhere. Not checked: that a module named from the workers'
+environment is installed there.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +73,21 @@ def upload_request(packed: PackedBundle) -> Iterator[api_pb2.UploadBundleRequest
         )
 
 
+def _name_in_bundle(module: str, directory: Path) -> str | None:
+    """The module name workers give the file ``module`` was imported from (as this process imported
+    it), when that file lies in the bundle ``directory``: its path from the bundle's import root (the
+    directory, or the first ancestor that is no package); None for a module from elsewhere."""
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if not isinstance(file, str):
+        return None
+    path = Path(file).resolve()
+    if not path.is_relative_to(directory.resolve()):
+        return None
+    root = import_root(directory)
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _check_targets(spec: pb.DagSpec, packed: PackedBundle, directory: Path) -> None:
     names = set(packed.names)
     provided = {name.split("/")[0].removesuffix(".py") for name in names}
@@ -75,6 +95,14 @@ def _check_targets(spec: pb.DagSpec, packed: PackedBundle, directory: Path) -> N
         if not task.HasField("python"):
             continue
         module = task.python.target.partition(":")[0]
+        bundled_as = _name_in_bundle(module, directory)
+        if bundled_as is not None and bundled_as != module:
+            raise BundleError(
+                f"task {task.task_id!r} of DAG {spec.dag_id!r} names {task.python.target!r}, but that "
+                f"module is the bundle's {bundled_as!r} ({directory}): workers import it as "
+                f"{bundled_as!r}; import it as {bundled_as!r} in the DAG file, or name the directory "
+                "above as --bundle"
+            )
         if module.split(".")[0] not in provided:
             continue  # from the workers' own environment
         path = module.replace(".", "/")

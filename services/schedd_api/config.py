@@ -26,3 +26,7 @@ class ApiConfig:
     #: A DAG's first registration leaves it paused (``SCHEDD_DAGS_PAUSED_AT_CREATION``), as Airflow's
     #: ``dags_are_paused_at_creation``; a registration with ``unpause`` creates it unpaused.
     dags_paused_at_creation: bool = True
+    #: A plain cron schedule of a DAG registered here means a data-interval timetable (Airflow 2;
+    #: ``SCHEDD_CREATE_CRON_DATA_INTERVALS``, default true) or, when false, a trigger timetable
+    #: (Airflow 3's default); fixed in the stored spec at registration.
+    create_cron_data_intervals: bool = True

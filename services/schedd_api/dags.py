@@ -5,11 +5,10 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_api.schedule_defaults import with_default_cron_semantics
 from schedd_core.bundle_archive import check_sha256
 from schedd_core.errors import FailedPrecondition, NotFound
 from schedd_core.spec import canonical, validate_spec, version_hash
-from schedd_core.timetable_spec import schedule_key
+from schedd_core.timetable_spec import resolve_cron_semantics, schedule_key
 from schedd_store import bundles, dags, pools
 from schedd_store.requests import RequestKey
 
@@ -20,11 +19,14 @@ async def register(
     request: RequestKey | None = None,
     *,
     paused_if_created: bool = False,
+    cron_data_intervals: bool = True,
 ) -> dags.Registration:
     """Validate ``spec`` (raising InvalidArgument naming the field) and store it as the current version;
     a new or changed schedule wakes the leader. A DAG this creates starts paused when
-    ``paused_if_created``. A plain cron schedule's meaning is fixed by the deployment's default."""
-    spec = with_default_cron_semantics(spec)
+    ``paused_if_created``. A plain cron schedule's meaning is fixed in the stored spec by the
+    deployment's ``cron_data_intervals`` (``schedd_core.timetable_spec.resolve_cron_semantics``), so
+    the leader never depends on a setting."""
+    spec = resolve_cron_semantics(spec, create_cron_data_intervals=cron_data_intervals)
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
     await _check_bundle(engine, spec)
     return await dags.register_dag(
@@ -32,10 +34,12 @@ async def register(
     )
 
 
-async def check(engine: AsyncEngine, spec: pb.DagSpec) -> tuple[str, bool]:
+async def check(
+    engine: AsyncEngine, spec: pb.DagSpec, *, cron_data_intervals: bool = True
+) -> tuple[str, bool]:
     """Validate ``spec`` as ``register`` would (except that its code bundle need not be stored yet);
     return its version hash and whether registering it would make a new version. Stores nothing."""
-    spec = with_default_cron_semantics(spec)
+    spec = resolve_cron_semantics(spec, create_cron_data_intervals=cron_data_intervals)
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
     if spec.code_bundle:  # uploaded only after every spec was checked (schedctl dags register)
         check_sha256(spec.code_bundle, "spec.code_bundle")

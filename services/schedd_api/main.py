@@ -96,7 +96,12 @@ async def serve(config: ApiConfig) -> None:
         config.database_url, {channels.RUNS: watchers.notified}, on_connect=watchers.reconnected
     )
     servicers = {
-        "DagService": DagServicer(engine, clock, paused_at_creation=config.dags_paused_at_creation),
+        "DagService": DagServicer(
+            engine,
+            clock,
+            paused_at_creation=config.dags_paused_at_creation,
+            cron_data_intervals=config.create_cron_data_intervals,
+        ),
         "RunService": RunServicer(engine, clock, faults, watchers),
         "BackfillService": BackfillServicer(engine, clock, faults),
         "ClusterService": ClusterServicer(engine, etcd),
@@ -163,6 +168,13 @@ def cli(
         envvar="SCHEDD_DAGS_PAUSED_AT_CREATION",
         help="whether a DAG's first registration leaves it paused (RegisterDagRequest.unpause overrides)",
     ),
+    create_cron_data_intervals: bool = typer.Option(
+        True,
+        "--create-cron-data-intervals/--create-cron-trigger-timetables",
+        envvar="SCHEDD_CREATE_CRON_DATA_INTERVALS",
+        help="what a plain cron schedule means in DAGs registered from now on: a data-interval "
+        "timetable (Airflow 2) or a trigger timetable (Airflow 3's default); docs/scheduling.md",
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Serve the schedd public API.
@@ -184,6 +196,7 @@ def cli(
             bootstrap_token=os.environ.get("SCHEDD_BOOTSTRAP_TOKEN", ""),
             metrics_listen=metrics_listen,
             dags_paused_at_creation=dags_paused_at_creation,
+            create_cron_data_intervals=create_cron_data_intervals,
         )
         protect_secrets(
             "schedd-api",

@@ -32,17 +32,28 @@ MAX_LOG_BYTES = 1024 * 1024
 
 
 class DagServicer(api_pb2_grpc.DagServiceServicer):
-    def __init__(self, engine: AsyncEngine, clock: Clock, *, paused_at_creation: bool = True) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        clock: Clock,
+        *,
+        paused_at_creation: bool = True,
+        cron_data_intervals: bool = True,
+    ) -> None:
         self._engine = engine
         self._clock = clock
         #: New DAGs start paused unless a registration asks otherwise (``RegisterDagRequest.unpause``).
         self._paused_at_creation = paused_at_creation
+        #: What a plain cron string means in the specs registered here (``ApiConfig``).
+        self._cron_data_intervals = cron_data_intervals
 
     async def RegisterDag(
         self, request: api_pb2.RegisterDagRequest, context: grpc.aio.ServicerContext
     ) -> api_pb2.RegisterDagResponse:
         if request.validate_only:
-            vhash, new = await dags.check(self._engine, request.spec)
+            vhash, new = await dags.check(
+                self._engine, request.spec, cron_data_intervals=self._cron_data_intervals
+            )
             version = pb.DagVersion(
                 name=f"{names.dag_name(request.spec.dag_id)}/versions/{vhash}",
                 version_hash=vhash,
@@ -55,6 +66,7 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
             request.spec,
             request_key(request),
             paused_if_created=self._paused_at_creation and not request.unpause,
+            cron_data_intervals=self._cron_data_intervals,
         )
         return api_pb2.RegisterDagResponse(
             dag=translate.dag(done.dag),

@@ -20,7 +20,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import backfills as backfill_api
 from schedd_api import dags as dag_api
-from schedd_api.schedule_defaults import ENV
 from schedd_core.clock import FakeClock
 from schedd_rpc import convert
 from schedd_scheduler.backfills import BackfillDriver
@@ -45,7 +44,9 @@ def dur(value: timedelta) -> Duration:
     return out
 
 
-async def register(engine: AsyncEngine, dag_id: str, start: datetime, **options: Any) -> None:
+async def register(
+    engine: AsyncEngine, dag_id: str, start: datetime, *, cron_data_intervals: bool = True, **options: Any
+) -> None:
     stamp = Timestamp()
     stamp.FromDatetime(start)
     spec = pb.DagSpec(
@@ -54,7 +55,7 @@ async def register(engine: AsyncEngine, dag_id: str, start: datetime, **options:
         tasks=[pb.TaskSpec(task_id="a", shell=pb.ShellCommand(command="true"))],
         **options,
     )
-    await dag_api.register(engine, spec, paused_if_created=False)
+    await dag_api.register(engine, spec, paused_if_created=False, cron_data_intervals=cron_data_intervals)
 
 
 async def timer(engine: AsyncEngine, clock: FakeClock) -> ScheduleTimer:
@@ -200,11 +201,10 @@ async def test_a_backfill_over_a_trigger_timetable_makes_runs_at_its_ticks(engin
 
 
 async def test_the_deployment_default_is_fixed_in_the_stored_spec_at_registration(
-    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+    engine: AsyncEngine,
 ) -> None:
-    monkeypatch.setenv(ENV, "false")
-    await register(engine, "airflow3", utc(2026, 7, 1), schedule="@daily")
-    monkeypatch.setenv(ENV, "true")  # changing it later changes nothing for the stored version
+    await register(engine, "airflow3", utc(2026, 7, 1), cron_data_intervals=False, schedule="@daily")
+    # The other setting later changes nothing for the version stored.
     await register(engine, "airflow2", utc(2026, 7, 1), schedule="@daily")
     assert (await dag_store.get_dag(engine, "airflow3")).spec.cron_semantics == TRIGGER
     assert (await dag_store.get_dag(engine, "airflow2")).spec.cron_semantics == pb.CRON_SEMANTICS_UNSPECIFIED

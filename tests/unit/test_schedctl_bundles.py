@@ -66,3 +66,22 @@ def test_a_bundle_must_be_a_directory(tmp_path: Path) -> None:
     (tmp_path / "dag.yaml").write_text("dag_id: d\ntasks: []\n")
     with pytest.raises(BundleError, match="is not a directory"):
         bundles.bundle_directory(tmp_path / "dag.yaml", tmp_path / "missing")
+
+
+def test_a_bundle_module_imported_under_another_name_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # src/ is the bundle but not a package: workers import its module as `src_named_work`, never
+    # `src.src_named_work`, which the DAG file could import only because schedctl ran in the project.
+    project = tmp_path / "project_src"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "src_named_work.py").write_text("def count():\n    return 1\n")
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    (project / "flow_src.py").write_text(
+        "from src.src_named_work import count\nfrom schedd_sdk import dag, task\n\n"
+        "counting = task(task_id='count')(count)\n\n\n"
+        "@dag(dag_id='flow_src')\ndef flow_src():\n    counting()\n"
+    )
+    with pytest.raises(BundleError, match=r"'src\.src_named_work:count'.*as 'src_named_work'"):
+        _register(project / "flow_src.py", project / "src")
