@@ -2,7 +2,7 @@
 
 ``python -m schedd_devstack.run_local`` starts PostgreSQL and etcd with their data in
 ``.schedd/`` under the current directory (kept, so DAGs and runs survive a restart),
-migrates the database, starts the api, the registry, one scheduler and two workers
+migrates the database, starts the api, the registry, one scheduler, two workers and the web UI
 (logs in ``.schedd/logs/``), registers every ``examples/*.yaml`` and ``examples/*.py`` with ``schedctl``
 (``examples/`` as their code bundle),
 triggers ``diamond`` and waits for it, and then prints how to use ``schedctl`` against
@@ -39,6 +39,7 @@ from schedd_devstack.stack import DevStack
 
 DEFAULT_DIR = Path(".schedd")
 DEFAULT_API_PORT = 50051  # schedctl's default address; used when free
+DEFAULT_WEB_PORT = 8080  # the web UI's default address; used when free
 SCHEDCTL_TIMEOUT = 60.0
 RUN_WAIT_TIMEOUT = 120.0
 _POLL_SECONDS = 0.5
@@ -157,7 +158,11 @@ def _print_usage(cluster: Cluster, stack: DevStack, log_dir: Path) -> None:
     env = cluster.env()
     lines = [
         "",
-        "[bold green]schedd is running.[/bold green] In another shell:",
+        "[bold green]schedd is running.[/bold green]",
+        "",
+        f"Web UI: {cluster.web_url}/  (sign in with the admin token in {stack.base_dir / 'admin-token'})",
+        "",
+        "In another shell:",
         "",
         *(f"  {line}" for line in schedctl_usage(env["SCHEDD_API"], stack.base_dir / "admin-token")),
         "",
@@ -225,14 +230,16 @@ def run(
             auth=True,
             etcd_credentials=stack.etcd.credentials,
             dags_paused_at_creation=True,
+            web=True,
+            web_port=DEFAULT_WEB_PORT if port_is_free(DEFAULT_WEB_PORT) else None,
         )
         _step("migrating the database")
         began = time.monotonic()
         cluster.migrate()
         _ok(f"schema at head ({_since(began)})")
 
-        services = f"{_plural(schedulers, 'scheduler')} and {_plural(workers, 'worker')}"
-        _step(f"starting the api, the registry, {services}")
+        services = f"{_plural(schedulers, 'scheduler')}, {_plural(workers, 'worker')}"
+        _step(f"starting the api, the registry, {services} and the web UI")
         began = time.monotonic()
         cluster.start(migrate=False)
         # schedctl, run by the steps below, reads its token from the environment.
@@ -241,7 +248,8 @@ def run(
         leader = cluster.leader()
         _ok(
             f"api at {cluster.api_address}, registry at {cluster.registry_address}, "
-            f"leader {leader.name if leader else '?'}, workers {', '.join(cluster.workers) or '-'} "
+            f"leader {leader.name if leader else '?'}, workers {', '.join(cluster.workers) or '-'}, "
+            f"web UI at {cluster.web_url} "
             f"({_since(began)})"
         )
 

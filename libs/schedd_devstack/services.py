@@ -362,6 +362,8 @@ class Cluster:
     creates an admin token (:attr:`admin_token`) and a worker token every worker connects with.
     A DAG's first registration leaves it unpaused unless ``dags_paused_at_creation`` (the api's own
     default, which ``make run`` keeps): tests and benchmarks run what they register.
+    With ``web`` it also starts the web UI (``schedd_web``) against the api once the api serves, on
+    ``web_port`` (default: a free one); :attr:`web_url` is its address, ``/healthz`` answered.
     Usable as a context manager. Not thread-safe.
     """
 
@@ -389,6 +391,8 @@ class Cluster:
         auth: bool = False,
         etcd_credentials: EtcdCredentials | None = None,
         dags_paused_at_creation: bool = False,
+        web: bool = False,
+        web_port: int | None = None,
     ) -> None:
         if schedulers < 0 or workers < 0 or registries < 0:
             raise ValueError("schedulers, workers and registries must not be negative")
@@ -411,6 +415,8 @@ class Cluster:
         self._initial_workers = workers
         self._initial_registries = registries
         self._api_port = api_port
+        self._web = web
+        self._web_port = web_port
         self._registry_port = registry_port
         self._base_env = _service_env(env)
         self.auth = auth
@@ -428,6 +434,9 @@ class Cluster:
         }
         self.tag = secrets.token_hex(2)
         self.api: ServiceProcess | None = None
+        #: with ``web``: the web UI (``schedd-web``) and its ``http://host:port`` address
+        self.web: ServiceProcess | None = None
+        self.web_url = ""
         self.registry: ServiceProcess | None = None
         self.api_address = ""
         #: the address of the first registry ("" with ``registries=0``)
@@ -455,8 +464,8 @@ class Cluster:
 
     @property
     def processes(self) -> list[ServiceProcess]:
-        """Every process this cluster started (alive or not): api, registry, schedulers, workers."""
-        servers = [p for p in (self.api, self.registry) if p is not None]
+        """Every process this cluster started (alive or not): api, registry, web UI, schedulers, workers."""
+        servers = [p for p in (self.api, self.registry, self.web) if p is not None]
         servers += [p for p in self.registries.values() if p is not self.registry]
         return [*servers, *self.schedulers.values(), *self.workers.values()]
 
@@ -563,6 +572,8 @@ class Cluster:
                 for i in range(self._initial_workers)
             ]
             self._await_serving("api", deadline)
+            if self._web:
+                self._start_web(deadline)
             if self._initial_schedulers:
                 self._wait_leader(token_before, deadline)
             for proc in new_workers:
@@ -583,7 +594,7 @@ class Cluster:
         try:
             terminate_all(self.workers.values(), self.stop_timeout)
             terminate_all(self.schedulers.values(), self.stop_timeout)
-            servers = [*self.registries.values(), self.registry, self.api]
+            servers = [self.web, *self.registries.values(), self.registry, self.api]
             terminate_all({id(p): p for p in servers if p is not None}.values(), self.stop_timeout)
         finally:
             if self.schedulers:
@@ -770,6 +781,27 @@ class Cluster:
             kind="api",
         )
         self.api.start()
+
+    def _start_web(self, deadline: float) -> None:
+        """Start the web UI against the api and wait until its ``/healthz`` answers, on a new port when
+        another process took the one probed."""
+        for attempt in range(1, _BIND_ATTEMPTS + 1):
+            port = self._web_port if self._web_port and attempt == 1 else free_port()
+            self.web_url = f"http://{LOCALHOST}:{port}"
+            self.web = self._process(
+                "web",
+                "schedd_web.main",
+                {
+                    "SCHEDD_API": self.api_address,
+                    "SCHEDD_WEB_LISTEN": f"{LOCALHOST}:{port}",
+                    "SCHEDD_METRICS_LISTEN": self._metrics_address("web"),
+                },
+                kind="web",
+            )
+            self.web.start()
+            if self._wait_http(self.web, f"{self.web_url}/healthz", deadline):
+                return
+        raise ClusterError(f"web could not bind a free port in {_BIND_ATTEMPTS} attempts")
 
     def _spawn_registry(self, *, new_port: bool = False) -> None:
         port = self._registry_port if self._registry_port and not new_port else free_port()
@@ -958,6 +990,21 @@ class Cluster:
                 except grpc.RpcError:
                     pass
                 time.sleep(_POLL_SECONDS)
+
+    def _wait_http(self, proc: ServiceProcess, url: str, deadline: float) -> bool:
+        """True once ``url`` answers 200; False if ``proc`` exited because its port was taken; raises
+        ClusterError on any other exit and on the deadline."""
+        while True:
+            if not proc.alive:
+                if any(m in proc.log_tail().lower() for m in _BIND_FAILURE_MARKERS):
+                    return False
+                raise ClusterError(proc.describe_failure(f"{proc.name} exited during start-up"))
+            if time.monotonic() >= deadline:
+                raise ClusterError(proc.describe_failure(f"{proc.name} did not answer {url} in time"))
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status == 200:
+                    return True
+            time.sleep(_POLL_SECONDS)
 
     def _wait_no_foreign_leader(self, deadline: float) -> None:
         """Wait for a leader key left by someone else to go away (its lease expiring)."""

@@ -164,6 +164,7 @@ def test_make_runs_closing_lines_activate_the_virtual_environment(monkeypatch: p
     cluster = SimpleNamespace(
         env=lambda: {"SCHEDD_API": "127.0.0.1:1", "SCHEDD_DATABASE_URL": "db", "SCHEDD_ETCD_ENDPOINTS": "e"},
         metrics={},
+        web_url="http://127.0.0.1:2",
     )
     stack = SimpleNamespace(base_dir=Path("/tmp/stack"), etcd=SimpleNamespace(credentials=None))
     with run_local.console.capture() as captured:
