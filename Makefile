@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/schedd/v1/*.proto)
 GEN_DIR := libs
 
-.PHONY: install run test test-fast test-chaos soak lint protos bench clean
+.PHONY: install run test test-fast test-chaos soak lint protos bench clean images images-test compose-test test-containers-faults
 
 $(STAMP): pyproject.toml $(wildcard libs/*/__init__.py services/*/__init__.py)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,30 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.run
+
+# The images, built with podman on a Debian base made with mmdebstrap (docs/deploy.md, "The image").
+images:
+	deploy/images/build.sh
+
+CONTAINERS_STAMP := $(VENV)/.installed-containers
+CONTAINER_TESTS := SCHEDD_CONTAINER_TESTS=require $(PY) -m pytest -q -s -p no:cacheprovider
+
+$(CONTAINERS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,local,containers]'
+	touch $(CONTAINERS_STAMP)
+
+# The image as built (user, no build tools or secrets) and the Kubernetes containers' commands,
+# variables and probes run on it. These fail (not skip) without podman or Docker.
+images-test: images $(CONTAINERS_STAMP)
+	$(CONTAINER_TESTS) tests/containers/test_image.py tests/containers/test_kubernetes_commands.py
+
+# deploy/compose up for real and the walk-through of docs/deploy.md, step by step (about 2 minutes).
+compose-test: images $(CONTAINERS_STAMP)
+	$(CONTAINER_TESTS) tests/containers/test_compose_walkthrough.py
+
+# Faults across real containers and networks, with the figures of each.
+test-containers-faults: images $(CONTAINERS_STAMP)
+	$(CONTAINER_TESTS) tests/containers/test_faults_leader.py tests/containers/test_faults_network.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info .schedd

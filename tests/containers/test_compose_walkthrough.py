@@ -1,0 +1,84 @@
+"""The walk-through of docs/deploy.md ("docker compose", "Trying it end to end"), as a user runs it:
+secrets, the stack up and healthy, tokens, a DAG registered with its code bundle, a run triggered
+and waited for, its logs, workers scaled to three and drained back to one, and ``down --volumes``
+leaving nothing behind. Each step's time is printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.containers.engine import Engine, poll
+from tests.containers.stack import Stack, stack
+
+
+def _active_workers(running: Stack) -> list[str]:
+    workers = running.schedctl_json("workers", "list")
+    workers = workers.get("workers", []) if isinstance(workers, dict) else workers
+    return sorted(w["worker_id"] for w in workers if w.get("state") == "active")
+
+
+def _start(running: Stack) -> None:
+    with running.step("deploy/make-secrets.sh"):
+        subprocess.run([str(running.deploy / "make-secrets.sh")], check=True, capture_output=True)
+    with running.step("up --detach (images of make images)"):
+        running.compose("up", "--detach")
+    with running.step("every health check passes"):
+        healthy = running.wait_healthy()
+    services = {name.split("_")[-2] if "_" in name else name.split("-")[-2] for name in healthy}
+    assert {"etcd", "postgres", "api", "registry", "scheduler", "worker"} <= services, healthy
+    assert len(running.containers("scheduler", running=True)) == 2, "two schedulers (one leads)"
+    for one_shot in ("etcd-init", "migrate", "worker-token"):
+        for name in running.containers(one_shot):
+            assert running.exit_code(name) == 0, f"{name} exited with {running.exit_code(name)}"
+
+
+def _run_a_dag(running: Stack) -> None:
+    with running.step("schedctl tokens create alice --role operator"):
+        assert "sdt_" in running.schedctl("tokens", "create", "alice", "--role", "operator")
+    with running.step("schedctl dags register examples/branching.py --unpause"):
+        out = running.schedctl("dags", "register", "examples/branching.py", "--unpause")
+        assert "code bundle" in out and "registered" in out, out
+    with running.step("schedctl runs trigger branching --wait"):
+        running.schedctl("runs", "trigger", "branching", "--wait")
+    with running.step("schedctl tasks logs branching/@latest incremental"):
+        assert "applying the latest changes" in running.schedctl(
+            "tasks", "logs", "branching/@latest", "incremental"
+        )
+    with running.step("--profile tools run --rm schedctl leader"):
+        out = running.compose("--profile", "tools", "run", "--rm", "schedctl", "leader").stdout
+        assert "token" in out.lower(), out
+
+
+def _scale(running: Stack) -> None:
+    with running.step("up --detach --scale worker=3 worker"):
+        running.compose("up", "--detach", "--scale", "worker=3", "worker")
+        poll("three active workers", lambda: len(_active_workers(running)) == 3, timeout=120, interval=0.5)
+    with running.step("schedctl runs trigger branching --wait (3 workers)"):
+        running.schedctl("runs", "trigger", "branching", "--wait")
+    extra = running.containers("worker", running=True)[1:]
+    with running.step("scale back to 1: stop (SIGTERM, drain) and remove 2 workers"):
+        if running.engine.kind == "docker":
+            running.compose("up", "--detach", "--scale", "worker=1", "worker")
+        else:  # podman-compose does not remove replicas when scaled down
+            running.engine.run("stop", "--time", "90", *extra, timeout=120)
+            for name in extra:
+                assert running.exit_code(name) == 0, f"{name} did not drain cleanly"
+                assert "drain" in running.engine.run("logs", name).stderr.lower()
+            running.engine.run("rm", *extra)
+        poll("one active worker", lambda: len(_active_workers(running)) == 1, timeout=120, interval=0.5)
+
+
+def test_the_compose_walkthrough(container_engine: Engine, tmp_path: Path) -> None:
+    project = f"schedd-walkthrough-{os.getpid()}"
+    with stack(container_engine, tmp_path, project) as running:
+        print(f"\ncompose walk-through ({container_engine.kind}, project {project}):")
+        _start(running)
+        _run_a_dag(running)
+        _scale(running)
+        with running.step("down --volumes"):
+            running.compose("down", "--volumes")
+        assert running.left_behind() == {"containers": [], "volumes": [], "networks": []}
+        total = sum(seconds for _, seconds in running.times)
+        print(f"  {'total':<58} {total:6.1f} s")
