@@ -146,7 +146,7 @@ def test_no_task_sees_schedds_own_settings(cluster: Cluster, tmp_path: Path) -> 
         cluster, "runs", "trigger", "env_check", "--run-id", "r1", "--wait", "--wait-timeout", "60"
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    shell_output = schedctl(cluster, "tasks", "logs", "env_check/r1", "sh").stdout.split()
+    shell_output = schedctl(cluster, "tasks", "logs", "env_check/r1", "sh", "--no-timestamps").stdout.split()
     python_result = json.loads(
         cluster.fetchval(
             "SELECT result::text FROM task_instances WHERE dag_id = 'env_check' AND task_id = 'py'"
@@ -163,6 +163,7 @@ def test_no_task_sees_schedds_own_settings(cluster: Cluster, tmp_path: Path) -> 
         "SCHEDD_DATA_INTERVAL_END",
         "SCHEDD_TASK_ID",
         "SCHEDD_TRY_NUMBER",
+        "SCHEDD_RUN_CONF",
     }
     for seen in (set(shell_output), set(python_result)):
         assert seen <= per_attempt | {"SCHEDD_PARAMS", "SCHEDD_UPSTREAM_RESULTS"}, seen

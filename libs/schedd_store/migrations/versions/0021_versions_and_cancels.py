@@ -3,8 +3,9 @@
 ``task_attempts.dag_version_id``: the DAG version the attempt's run was pinned to when the attempt
 was claimed (NULL for attempts claimed before this revision). A run moved to the DAG's current
 version (``run_on_latest_version`` of clear, mark and backfill reruns) keeps, per attempt, the
-version that ran. The reference cascades: a version goes only with its DAG, and the DAG's attempts
-go with it (one DELETE of the DAG removes both, in no set order).
+version that ran. It is not a foreign key: a claim would then lock the version's row for every
+attempt (one hot row share-locked by every claim, as the claim path must not be); a version is
+deleted only with its DAG, which deletes the DAG's attempts in the same statement.
 
 ``dag_runs.cancelled``: the run ended because it was cancelled (its state is ``failed``).
 
@@ -24,8 +25,7 @@ branch_labels = None
 depends_on = None
 
 UPGRADE: list[str] = [
-    "ALTER TABLE task_attempts ADD COLUMN dag_version_id bigint "
-    "REFERENCES dag_versions (id) ON DELETE CASCADE",
+    "ALTER TABLE task_attempts ADD COLUMN dag_version_id bigint",
     "ALTER TABLE dag_runs ADD COLUMN cancelled boolean NOT NULL DEFAULT false",
     "ALTER TABLE backfills ADD COLUMN conf jsonb",
     "ALTER TABLE backfills ADD COLUMN run_on_latest_version boolean NOT NULL DEFAULT false",
