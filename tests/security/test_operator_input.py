@@ -97,6 +97,7 @@ def task_log(cluster: Cluster, dag_id: str, run_id: str, task_id: str, expected:
             "logs",
             f"{dag_id}/{run_id}",
             task_id,
+            "--no-timestamps",
         )
         if (logs.returncode == 0 and expected in logs.stdout) or time.monotonic() > deadline:
             return logs.stdout + logs.stderr

@@ -254,7 +254,7 @@ def _probe_run(stack: Stack, place: str) -> dict[str, dict[str, Any]]:
             ],
         },
     )
-    logs = _admin(stack, "tasks", "logs", f"{dag_id}/r1", "shell")
+    logs = _admin(stack, "tasks", "logs", f"{dag_id}/r1", "shell", "--no-timestamps")
     assert logs.returncode == 0, logs.stderr
     line = next((x for x in logs.stdout.splitlines() if x.startswith(MARKER)), None)
     assert line is not None, f"the shell probe printed no report: {logs.stdout}"
