@@ -47,6 +47,10 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) -m tests.benchmarks.run
 
+# Podman's settings for hosts where no process may raise its hard rlimits and crun refuses the
+# cgroup layout (runc, lower default ulimits; docs/deploy.md); CONTAINERS_CONF=... overrides it.
+images images-test compose-test test-containers-faults: export CONTAINERS_CONF ?= $(CURDIR)/deploy/images/containers.conf
+
 # The images, built with podman on a Debian base made with mmdebstrap (docs/deploy.md, "The image").
 images:
 	deploy/images/build.sh
