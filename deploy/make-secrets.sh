@@ -9,7 +9,8 @@
 #                                 registry, localhost, 127.0.0.1 and every EXTRA_DNS_NAME (e.g. the
 #                                 Kubernetes Service names schedd-api.NAMESPACE.svc)
 #   tls/client.crt, client.key    a client certificate the CA signed (mutual TLS, schedd-probe)
-#   tls/etcd.crt, etcd.key        the certificate etcd serves its clients (compose), for the name etcd
+#   tls/etcd.crt, etcd.key        the certificate etcd serves its clients, for the names etcd and
+#                                 *.etcd (compose's etcd; Kubernetes' members etcd-0.etcd, ...)
 #   bootstrap-token               a first admin token (SCHEDD_BOOTSTRAP_TOKEN, sdt_<id>_<secret>)
 #   postgres-password             the database password
 #   etcd/root, etcd/schedd-scheduler, etcd/schedd-api, etcd/schedd-worker
@@ -66,7 +67,7 @@ names="DNS:api,DNS:registry,DNS:localhost,IP:127.0.0.1"
 for name in "$@"; do names="$names,DNS:$name"; done
 issue server serverAuth "$names"
 issue client clientAuth "DNS:schedd-client"
-issue etcd serverAuth "DNS:etcd,DNS:localhost,IP:127.0.0.1"
+issue etcd serverAuth "DNS:etcd,DNS:*.etcd,DNS:localhost,IP:127.0.0.1"
 
 # The services run as uid 10001 and read these through bind mounts: the files are world-readable,
 # the directories are not (only their owner on the host may enter them).

@@ -35,7 +35,7 @@ make_base() {
 }
 
 build() {
-    podman build --quiet --pull=never --layers ${ca_mount:+"$ca_mount"} "$@" >/dev/null
+    podman build --quiet --pull=never --layers "$@" >/dev/null
 }
 
 ca_mount=
@@ -45,6 +45,8 @@ timed "$python" build --build-arg BASE_IMAGE="$base" -t "$python" deploy/images/
 timed localhost/schedd-postgres:15 build --build-arg BASE_IMAGE="$base" -t localhost/schedd-postgres:15 \
     deploy/images/postgres
 timed localhost/schedd-etcd:3.4 build --build-arg BASE_IMAGE="$base" -t localhost/schedd-etcd:3.4 deploy/images/etcd
-timed "$schedd" build --build-arg PYTHON_IMAGE="$python" -t "$schedd" .
+# Only this build reaches PyPI; the others install Debian's packages (ca-certificates among them,
+# which must write the file the mount would shadow).
+timed "$schedd" build ${ca_mount:+"$ca_mount"} --build-arg PYTHON_IMAGE="$python" -t "$schedd" .
 podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' \
     | grep -E "^($schedd|localhost/schedd-postgres:15|localhost/schedd-etcd:3.4|$python) "

@@ -4,8 +4,8 @@ built: each pod's exact command (the image's entry point and the container's arg
 mount paths with their items, emptyDirs as tmpfs), user, read-only root, dropped capabilities; then
 its probes and its preStop hook run exactly as the kubelet would, from inside the container.
 
-The Services they name (the database, the etcd members, the registry) are network aliases of a
-PostgreSQL and an etcd container (a single member answers for every member's name).
+The Services they name are the compose stack's own PostgreSQL and etcd (tests/containers/
+test_kubernetes_commands.py), with the compose secrets laid out as the Kubernetes Secrets.
 """
 
 from __future__ import annotations
@@ -139,7 +139,14 @@ class Pod:
 
 def _secret(name: str) -> str:
     """A Secret's name without the hash suffix a Kustomize generator adds (schedd-database-c27g4ghm89)."""
-    for known in ("schedd-database", "schedd-bootstrap", "schedd-etcd", "schedd-worker-enroll"):
+    # Longest first: schedd-etcd-tls is not schedd-etcd with a hash suffix.
+    for known in (
+        "schedd-worker-enroll",
+        "schedd-etcd-tls",
+        "schedd-database",
+        "schedd-bootstrap",
+        "schedd-etcd",
+    ):
         if name == known or name.startswith(known + "-"):
             return known
     raise AssertionError(f"unknown Secret {name}")

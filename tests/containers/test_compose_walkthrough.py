@@ -6,8 +6,12 @@ leaving nothing behind. Each step's time is printed."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 from tests.containers.engine import Engine, poll
 from tests.containers.stack import Stack, stack
@@ -27,7 +31,7 @@ def _start(running: Stack) -> None:
     with running.step("every health check passes"):
         healthy = running.wait_healthy()
     services = {name.split("_")[-2] if "_" in name else name.split("-")[-2] for name in healthy}
-    assert {"etcd", "postgres", "api", "registry", "scheduler", "worker"} <= services, healthy
+    assert {"etcd", "postgres", "api", "registry", "scheduler", "worker", "web"} <= services, healthy
     assert len(running.containers("scheduler", running=True)) == 2, "two schedulers (one leads)"
     for one_shot in ("etcd-init", "migrate", "worker-token"):
         for name in running.containers(one_shot):
@@ -51,6 +55,16 @@ def _run_a_dag(running: Stack) -> None:
         assert "token" in out.lower(), out
 
 
+def _web_ui(running: Stack) -> None:
+    """The web UI answers on its published port and offers the sign-in form (signing in and every
+    view are tests/web's; this is the container's wiring)."""
+    port = os.environ["SCHEDD_WEB_PORT"]
+    with running.step(f"web UI: GET http://127.0.0.1:{port}/signin"):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/signin", timeout=10) as response:
+            page = response.read().decode()
+        assert response.status == 200 and 'name="token"' in page, page[:500]
+
+
 def _scale(running: Stack) -> None:
     with running.step("up --detach --scale worker=3 worker"):
         running.compose("up", "--detach", "--scale", "worker=3", "worker")
@@ -70,12 +84,22 @@ def _scale(running: Stack) -> None:
         poll("one active worker", lambda: len(_active_workers(running)) == 1, timeout=120, interval=0.5)
 
 
-def test_the_compose_walkthrough(container_engine: Engine, tmp_path: Path) -> None:
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_compose_walkthrough(
+    container_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     project = f"schedd-walkthrough-{os.getpid()}"
+    monkeypatch.setenv("SCHEDD_WEB_PORT", str(_free_port()))
     with stack(container_engine, tmp_path, project) as running:
         print(f"\ncompose walk-through ({container_engine.kind}, project {project}):")
         _start(running)
         _run_a_dag(running)
+        _web_ui(running)
         _scale(running)
         with running.step("down --volumes"):
             running.compose("down", "--volumes")

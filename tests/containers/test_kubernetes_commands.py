@@ -1,5 +1,7 @@
 """Every container of the schedd image in the rendered overlays (dev, production, production-hpa), run
-on the image with its exact command, environment, volumes and security context: the Jobs exit 0,
+on the image with its exact command, environment, volumes and security context, against the compose
+stack's own PostgreSQL and etcd (TLS and authentication on, users made by compose's etcd-init) with
+compose's secrets laid out as the Kubernetes Secrets: one source of truth for both. The Jobs exit 0,
 every probe passes as the kubelet would run it, and a worker's preStop hook drains it to exit 0
 within its termination grace. Kubernetes itself cannot run here; this is what of a pod the image
 decides."""
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,43 +19,58 @@ from urllib.parse import urlsplit
 
 import pytest
 from docker.models.containers import Container
-from docker.models.networks import Network
 from testcontainers.core.docker_client import DockerClient
 
-from schedd_auth.tokens import new_token
-from tests.containers.engine import ETCD_IMAGE, POSTGRES_IMAGE, SCHEDD_IMAGE, Engine, poll
+from tests.containers.engine import SCHEDD_IMAGE, Engine, poll
 from tests.containers.kubernetes_pods import Pod, exit_code, pods
+from tests.containers.stack import Stack, stack
 from tests.deploy.sources import kubectl, render
 
 OVERLAYS = ("dev", "production", "production-hpa")
 ETCD_USERS = ("root", "schedd-scheduler", "schedd-api", "schedd-worker")
 
 
-class Site:
-    """A network with the Services the pods name, and the pods started on it."""
+def kubernetes_secrets(compose: Stack) -> dict[str, dict[str, str]]:
+    """The Secrets docs/deploy.md has users create, filled from what deploy/make-secrets.sh made for
+    compose."""
 
-    def __init__(self, tmp: Path) -> None:
+    def read(name: str) -> str:
+        return (compose.secrets / name).read_text().strip()
+
+    return {
+        "schedd-database": {"password": read("postgres-password")},
+        "schedd-bootstrap": {"token": read("bootstrap-token")},
+        "schedd-etcd": {user: read(f"etcd/{user}") for user in ETCD_USERS},
+        "schedd-etcd-tls": {
+            "ca.crt": read("tls/ca.crt") + "\n",
+            "tls.crt": read("tls/etcd.crt") + "\n",
+            "tls.key": read("tls/etcd.key") + "\n",
+        },
+        "schedd-worker-enroll": {"token": ""},
+    }
+
+
+class Site:
+    """The pods, started on the compose stack's network beside its PostgreSQL and etcd."""
+
+    def __init__(self, compose: Stack, tmp: Path) -> None:
         self.docker = DockerClient().client
         self.prefix = f"schedd-k8s-{os.getpid()}"
-        self.network: Network = self.docker.networks.create(self.prefix)
         self.tmp = tmp
         self.containers: list[Container] = []
         self.extra_hosts: dict[str, str] = {}
-        self.secrets: dict[str, dict[str, str]] = {
-            "schedd-database": {"password": secrets.token_urlsafe(18)},
-            "schedd-bootstrap": {"token": str(new_token())},
-            "schedd-etcd": {u: secrets.token_urlsafe(18) for u in ETCD_USERS},
-            "schedd-worker-enroll": {"token": ""},
-        }
+        self.secrets = kubernetes_secrets(compose)
+        (self.postgres,) = compose.containers("postgres", running=True)
+        (self.etcd,) = compose.containers("etcd", running=True)
+        networks = self.docker.containers.get(self.postgres).attrs["NetworkSettings"]["Networks"]
+        self.network = next(iter(networks))
 
     def run(self, name: str, image: str, aliases: set[str], **options: Any) -> Container:
         container = self.docker.containers.create(
             image,
             name=f"{self.prefix}-{name}",
-            network=self.network.name,
-            networking_config={
-                self.network.name: self.docker.api.create_endpoint_config(aliases=sorted(aliases))
-            },
+            network=self.network,
+            networking_config={self.network: self.docker.api.create_endpoint_config(aliases=sorted(aliases))},
             detach=True,
             **options,
         )
@@ -61,23 +78,12 @@ class Site:
         container.start()
         return container
 
-    def start_services(self, hosts: dict[str, set[str]]) -> None:
-        password = self.secrets["schedd-database"]["password"]
-        env = {"POSTGRES_USER": "schedd", "POSTGRES_DB": "schedd", "POSTGRES_PASSWORD": password}
-        database = self.run("postgres", POSTGRES_IMAGE, hosts["postgres"], environment=env)
-        member = sorted(hosts["etcd"])[0]
-        etcd_command = [
-            "etcd", f"--name={member.split('.')[0]}", "--data-dir=/tmp/etcd",
-            "--listen-client-urls=http://0.0.0.0:2379", f"--advertise-client-urls=http://{member}:2379",
-        ]  # fmt: skip
-        etcd = self.run("etcd", ETCD_IMAGE, hosts["etcd"], command=etcd_command)
-        # Names with dots (postgres.example.internal) go into the pods' /etc/hosts as well: the
-        # network's DNS answers them only after a lookup upstream has timed out.
-        for container, names in ((database, hosts["postgres"]), (etcd, hosts["etcd"])):
-            container.reload()
-            address = container.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"]
-            self.extra_hosts.update({name: address for name in names if "." in name})
-        poll("PostgreSQL", lambda: database.exec_run(["pg_isready", "-U", "schedd"]).exit_code == 0, 60, 0.3)
+    def name_services(self, hosts: dict[str, set[str]]) -> None:
+        """The overlays' names of the database and etcd that compose does not answer (production's
+        postgres.example.internal) go into the pods' /etc/hosts, pointing at compose's containers."""
+        for service, names in ((self.postgres, hosts["postgres"]), (self.etcd, hosts["etcd"])):
+            address = self.docker.containers.get(service).attrs["NetworkSettings"]["Networks"][self.network]
+            self.extra_hosts.update({name: address["IPAddress"] for name in names - {"postgres", "etcd"}})
 
     def start_pod(self, pod: Pod, aliases: set[str]) -> Container:
         name = f"{pod.overlay}-{pod.name}-{pod.container['name']}"
@@ -116,7 +122,6 @@ class Site:
     def remove(self) -> None:
         for container in self.containers:
             container.remove(force=True)
-        self.network.remove()
 
 
 def _hosts(all_pods: list[Pod], filled: dict[str, dict[str, str]]) -> dict[str, set[str]]:
@@ -134,12 +139,24 @@ def _hosts(all_pods: list[Pod], filled: dict[str, dict[str, str]]) -> dict[str, 
 
 @pytest.fixture
 def site(container_engine: Engine, tmp_path: Path) -> Iterator[Site]:
+    """compose's PostgreSQL and etcd up and healthy, etcd's users made by compose's etcd-init."""
     kubectl()
-    started = Site(tmp_path)
-    try:
-        yield started
-    finally:
-        started.remove()
+    with stack(container_engine, tmp_path, f"schedd-k8s-compose-{os.getpid()}") as compose:
+        subprocess.run([str(compose.deploy / "make-secrets.sh")], check=True, capture_output=True)
+        compose.compose("up", "--detach", "postgres", "etcd", "etcd-init")
+        compose.wait_healthy()
+        (init,) = compose.containers("etcd-init")
+        poll("compose's etcd-init done", lambda: _exited(container_engine, init), timeout=120, interval=0.5)
+        assert compose.exit_code(init) == 0, container_engine.run("logs", init).stderr
+        started = Site(compose, tmp_path)
+        try:
+            yield started
+        finally:
+            started.remove()
+
+
+def _exited(engine: Engine, name: str) -> bool:
+    return engine.run("inspect", "--format", "{{.State.Status}}", name).stdout.strip() == "exited"
 
 
 def _probe(pod: Pod, container: Container) -> None:
@@ -154,7 +171,8 @@ def _probe(pod: Pod, container: Container) -> None:
 def test_every_pod_of_the_overlays_runs_on_the_image(site: Site) -> None:
     all_pods = pods({overlay: render(overlay) for overlay in OVERLAYS})
     hosts = _hosts(all_pods, site.secrets)
-    site.start_services(hosts)
+    assert {"postgres", "etcd"} <= hosts["postgres"] | hosts["etcd"], hosts
+    site.name_services(hosts)
     workers: list[tuple[Pod, Container]] = []
     for pod in all_pods:
         if pod.name.startswith("schedd-worker") and not site.secrets["schedd-worker-enroll"]["token"]:

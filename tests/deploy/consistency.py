@@ -99,13 +99,18 @@ def _setting(container: Container, known: Surface, envvar: str, args: list[str])
     return known.default(envvar)
 
 
-def listening(container: Container) -> tuple[set[int], int | None]:
-    """The gRPC ports and the metrics port the container's program listens on."""
+#: Programs whose own (non-metrics) listen address serves HTTP, not gRPC, with their health path.
+HTTP_SERVERS = {"schedd-web": "/healthz"}
+
+
+def listening(container: Container) -> tuple[set[int], int | None, set[int]]:
+    """The gRPC ports, the metrics port and the other HTTP ports the container's program listens on."""
     found = program(container)
     if found is None or found[0] not in image_scripts():
-        return set(), None
+        return set(), None, set()
     known = surface(found[0])
     grpc_ports: set[int] = set()
+    http_ports: set[int] = set()
     metrics: int | None = None
     for option in known.command.options:
         if not option.listens:
@@ -114,40 +119,58 @@ def listening(container: Container) -> tuple[set[int], int | None]:
         if not value:
             continue
         port = int(str(value).rpartition(":")[2])
-        if option.serves_grpc:
-            grpc_ports.add(port)
-        else:
+        if not option.serves_grpc:
             metrics = port
-    return grpc_ports, metrics
+        elif found[0] in HTTP_SERVERS:
+            http_ports.add(port)
+        else:
+            grpc_ports.add(port)
+    return grpc_ports, metrics, http_ports
 
 
-def _probe_problem(container: Container, probe: Probe, grpc_ports: set[int], metrics: int | None) -> str:
+def _http_problem(
+    container: Container, port: int | None, path: str, metrics: int | None, http: set[int]
+) -> str:
+    """Empty when ``GET path`` on ``port`` is the metrics endpoint or the program's health page."""
+    found = program(container)
+    health = HTTP_SERVERS.get(found[0]) if found else None
+    if (port == metrics and path == "/metrics") or (port in http and path == health):
+        return ""
+    served = [f":{metrics}/metrics"] + [f":{p}{health}" for p in sorted(http)]
+    return f"{container.where}: HTTP probe on {port}{path}, not an endpoint it serves ({', '.join(served)})"
+
+
+def _probe_problem(
+    container: Container, probe: Probe, grpc_ports: set[int], metrics: int | None, http: set[int]
+) -> str:
     where = container.where
     if probe.kind == "grpc":
         port = container.port_number(probe.port)
         return "" if port in grpc_ports else f"{where}: gRPC probe on {probe.port}, not a gRPC port it serves"
     if probe.kind == "http":
-        port = container.port_number(probe.port)
-        if port != metrics or probe.path != "/metrics":
-            endpoint = f":{metrics}/metrics"
-            return f"{where}: HTTP probe on {probe.port}{probe.path}, not its metrics endpoint ({endpoint})"
-        return ""
+        return _http_problem(container, container.port_number(probe.port), probe.path, metrics, http)
     if probe.kind == "exec" and probe.argv[:1] == ("schedd-probe",):
         kind, address = (*probe.argv[1:3], "", "")[:2]
         number = address.rpartition(":")[2]
         port = int(number) if number.isdigit() else None
-        expected = grpc_ports if kind == "grpc" else {metrics}
-        if kind not in ("grpc", "http") or port not in expected:
-            return f"{where}: schedd-probe {kind} {address}: not a port it serves that way"
-        return ""
+        if kind == "grpc":
+            return (
+                ""
+                if port in grpc_ports
+                else f"{where}: schedd-probe grpc {address}: not a port it serves that way"
+            )
+        if kind == "http":
+            path = next((a.partition("=")[2] for a in probe.argv if a.startswith("--path=")), "/metrics")
+            return _http_problem(container, port, path, metrics, http)
+        return f"{where}: schedd-probe {kind} {address}: not a port it serves that way"
     return ""
 
 
 def check_ports_and_probes(container: Container, *, kubernetes: bool) -> list[str]:
     """Declared ports are exactly the ones the program listens on; probes and scrape annotations
     point at those ports."""
-    grpc_ports, metrics = listening(container)
-    serves = grpc_ports | ({metrics} if metrics is not None else set())
+    grpc_ports, metrics, http_ports = listening(container)
+    serves = grpc_ports | http_ports | ({metrics} if metrics is not None else set())
     problems = []
     if kubernetes:
         if set(container.declared_ports) != serves:
@@ -159,7 +182,7 @@ def check_ports_and_probes(container: Container, *, kubernetes: bool) -> list[st
         if scrape is not None and int(scrape) != metrics:
             problems.append(f"{container.where}: prometheus.io/port {scrape}, metrics on {metrics}")
     for probe in container.probes:
-        problem = _probe_problem(container, probe, grpc_ports, metrics)
+        problem = _probe_problem(container, probe, grpc_ports, metrics, http_ports)
         if problem:
             problems.append(problem)
         if probe.argv[:1] == ("schedd-probe",):

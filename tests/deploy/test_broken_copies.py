@@ -218,7 +218,7 @@ def _scrape_annotation(m: list[Manifest]) -> None:
 CONTAINER_BREAKAGES = {
     "a container port it does not listen on": (_container_port, "declares ports [9100, 50061]"),
     "a gRPC probe on another service's port": (_probe_port, "gRPC probe on 50051"),
-    "an HTTP probe off the metrics endpoint": (_metrics_probe_path, "not its metrics endpoint"),
+    "an HTTP probe off the metrics endpoint": (_metrics_probe_path, "not an endpoint it serves"),
     "an unknown env var": (_unknown_env, "SCHEDD_WORKER_SLOTS is not read by schedd-worker"),
     "an env var of another service": (
         _env_of_another_service,
