@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import backfills, dags, runs, translate
+from schedd_api.history import AttemptsMixin, VersionFilesMixin
 from schedd_api.log_stream import follow_logs
 from schedd_api.paging import keyset_token, page, page_size, run_cursor, run_token
 from schedd_api.watch import RunWatchers
@@ -31,7 +32,7 @@ from schedd_store.logs import LogSlice
 MAX_LOG_BYTES = 1024 * 1024
 
 
-class DagServicer(api_pb2_grpc.DagServiceServicer):
+class DagServicer(VersionFilesMixin, api_pb2_grpc.DagServiceServicer):
     def __init__(
         self,
         engine: AsyncEngine,
@@ -135,7 +136,7 @@ class DagServicer(api_pb2_grpc.DagServiceServicer):
         return api_pb2.ListDagsResponse(dags=items, next_page_token=token)
 
 
-class RunServicer(api_pb2_grpc.RunServiceServicer):
+class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
     def __init__(
         self,
         engine: AsyncEngine,

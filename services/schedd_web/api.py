@@ -77,6 +77,7 @@ class Api:
         self.workers = api_pb2_grpc.WorkerServiceStub(self._channel)
         self.pools = api_pb2_grpc.PoolServiceStub(self._channel)
         self.backfills = api_pb2_grpc.BackfillServiceStub(self._channel)
+        self.audit = api_pb2_grpc.AuditServiceStub(self._channel)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -16,13 +16,17 @@ import jinja2
 from aiohttp import web
 
 from schedd_web import (
+    pages_admin,
     pages_auth,
     pages_backfills,
+    pages_calendar,
     pages_cluster,
     pages_dags,
     pages_grid,
+    pages_mapped,
     pages_runs,
     pages_tasks,
+    pages_versions,
     present,
     shapes,
 )
@@ -31,6 +35,7 @@ from schedd_web.base import API, CONFIG, HERE, HUB, METRICS, TEMPLATES, render
 from schedd_web.config import WebConfig
 from schedd_web.live import RunHub
 from schedd_web.metrics import WebMetrics
+from schedd_web.runs_feed import FEED, DagRunsFeed
 from schedd_web.security import (
     SECURE_COOKIES,
     SESSIONS,
@@ -128,7 +133,7 @@ def make_app(config: WebConfig, metrics: WebMetrics | None = None) -> web.Applic
     app.router.add_get("/", home)
     app.router.add_static("/static", HERE / "static", append_version=False)
     pages = (pages_auth, pages_dags, pages_grid, pages_runs, pages_tasks, pages_backfills, pages_cluster)
-    for module in pages:
+    for module in (*pages, pages_admin, pages_mapped, pages_calendar, pages_versions):
         app.router.add_routes(module.routes)
     return app
 
@@ -137,9 +142,11 @@ async def _start(app: web.Application) -> None:
     config = app[CONFIG]
     app[API] = Api(config.api, config.api_tls)
     app[HUB] = RunHub(app[API], app[METRICS])
+    app[FEED] = DagRunsFeed(app[API])
     app[METRICS].sessions.set_function(lambda: len(app[SESSIONS]))
 
 
 async def _stop(app: web.Application) -> None:
     await app[HUB].close()
+    await app[FEED].close()
     await app[API].close()

@@ -38,17 +38,23 @@ class Row:
     cells: list[Cell | None]
 
 
-def _cell(run: pb.DagRun, task_id: str, tis: list[pb.TaskInstance]) -> Cell:
+#: Each task state's name, looked up once (a grid has thousands of cells).
+_STATE_NAMES = {value: present.task_state(value) for value in pb.TaskState.values()}
+
+
+def _cell(run_url: str, task_id: str, tis: list[pb.TaskInstance]) -> Cell:
+    """The cell of ``task_id`` in the run at ``run_url`` (quoted once per run: a grid has thousands
+    of cells)."""
     mapped = any(t.map_index >= 0 for t in tis)
     if not mapped:
         ti = tis[0]
-        state = present.task_state(ti.state)
-        url = present.task_url(run.dag_id, run.run_id, present.key_of(ti))
+        state = _STATE_NAMES.get(ti.state) or present.task_state(ti.state)
+        url = f"{run_url}/tasks/{present.path_part(present.key_of(ti))}"
         return Cell(state, present.GLYPHS.get(state, "?"), url, f"{task_id}: {state}")
     counts = present.state_counts(tis)
     text = " ".join(f"{n}{present.GLYPHS.get(state, '?')}" for state, n in counts)
     title = f"{task_id}: {len(tis)} mapped instances, " + ", ".join(f"{n} {s}" for s, n in counts)
-    url = present.run_url(run.dag_id, run.run_id) + f"#task-{present.path_part(task_id)}"
+    url = f"{run_url}/mapped/{present.path_part(task_id)}"
     return Cell(present.summary_state(tis), text, url, title, mapped=True)
 
 
@@ -91,8 +97,8 @@ def build(spec: pb.DagSpec, runs: list[pb.DagRun]) -> tuple[list[Column], list[R
         Row(
             task_id,
             [
-                _cell(run, task_id, tis[task_id]) if tis.get(task_id) else None
-                for run, tis in zip(ordered, by_run, strict=True)
+                _cell(column.url, task_id, tis[task_id]) if tis.get(task_id) else None
+                for column, tis in zip(columns, by_run, strict=True)
             ],
         )
         for task_id in task_ids

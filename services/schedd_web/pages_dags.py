@@ -1,13 +1,15 @@
-"""The DAGs list (with search, recent runs, pause switch and trigger button) and the trigger form."""
+"""The DAGs list (with search, recent runs, pause switch and trigger button, and for admins the
+registrations the api refused lately) and the trigger form."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from aiohttp import web
-from google.protobuf import struct_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
@@ -15,6 +17,7 @@ from schedd_web import forms, present
 from schedd_web.api import ApiError
 from schedd_web.base import API, render
 from schedd_web.security import require_operator, require_session, safe_next
+from schedd_web.sessions import Session
 
 routes = web.RouteTableDef()
 
@@ -24,6 +27,9 @@ MAX_DAGS = 500
 RECENT_RUNS = 8
 #: Longest run id accepted by the form (the api checks the form of it).
 MAX_RUN_ID_CHARS = 250
+#: Refused registrations listed (admins): the newest of this long ago or later.
+REGISTRATION_ERRORS_SINCE = timedelta(days=1)
+MAX_REGISTRATION_ERRORS = 20
 
 
 @dataclass
@@ -81,14 +87,35 @@ async def recent_runs(request: web.Request, dag_id: str, token: str, count: int)
     return list(found.runs)
 
 
+async def registration_errors(request: web.Request, session: Session) -> list[pb.AuditRecord]:
+    """The registrations (``RegisterDag`` calls) the api refused in the last day, newest first, with
+    the error each caller was told: schedd's import errors, since DAGs are registered by schedctl,
+    not parsed by a server. From the audit log, which only admins may read: empty for other roles.
+    At most :data:`MAX_REGISTRATION_ERRORS`, among the newest 100 registrations."""
+    if session.role != "admin":
+        return []
+    since = timestamp_pb2.Timestamp()
+    since.FromDatetime(datetime.now(UTC) - REGISTRATION_ERRORS_SINCE)
+    api = request.app[API]
+    listed = await api.call(
+        api.audit.ListAuditRecords,
+        api_pb2.ListAuditRecordsRequest(method="RegisterDag", since=since, page_size=100),
+        session.token,
+    )
+    return [record for record in listed.records if record.code != "OK"][:MAX_REGISTRATION_ERRORS]
+
+
 @routes.get("/dags")
 async def dags_page(request: web.Request) -> web.Response:
     session = require_session(request)
     query = request.query.get("q", "").strip()
     dags = [d for d in await list_dags(request, session.token) if not query or matches(d, query)]
-    runs = await asyncio.gather(*(recent_runs(request, d.dag_id, session.token, RECENT_RUNS) for d in dags))
+    runs, errors = await asyncio.gather(
+        asyncio.gather(*(recent_runs(request, d.dag_id, session.token, RECENT_RUNS) for d in dags)),
+        registration_errors(request, session),
+    )
     rows = [DagRow(dag, list(reversed(dag_runs))) for dag, dag_runs in zip(dags, runs, strict=True)]
-    return render(request, "dags.html", rows=rows, query=query)
+    return render(request, "dags.html", rows=rows, query=query, registration_errors=errors)
 
 
 @routes.post("/dags/{dag_id}/pause")

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
-from schedd_web import present
+from schedd_web import present, run_history
 from schedd_web.base import API, HUB, render, render_text
 from schedd_web.live import FINAL_RUN_STATES
 from schedd_web.security import require_operator, require_session
@@ -35,21 +35,29 @@ async def get_run(request: web.Request, token: str) -> pb.DagRun:
     return run
 
 
-def _fragment(request: web.Request, run: pb.DagRun) -> str:
-    return render_text(request, "_run.html", run=run)
+async def _fragment(request: web.Request, run: pb.DagRun, history: run_history.History | None) -> str:
+    """The live part of the run page: state, task instances and the timeline of every try, with the
+    estimate of the run's end while it is unfinished (``history`` read once per page or stream)."""
+    estimate = history.estimate(run) if history is not None else None
+    attempts = await run_history.attempts_of(request, run, require_session(request).token)
+    words = run_history.estimate_words(estimate)
+    return render_text(
+        request, "_run.html", run=run, attempts=attempts, estimate=estimate, estimate_words=words
+    )
 
 
 @routes.get(RUN)
 async def run_page(request: web.Request) -> web.Response:
     session = require_session(request)
     run = await get_run(request, session.token)
+    history = await run_history.history_of(request, run, session.token)
     done = request.query.get("done", "")
     count = int(request.query["n"]) if request.query.get("n", "").isdigit() else 0
     return render(
         request,
         "run.html",
         run=run,
-        fragment=_fragment(request, run),
+        fragment=await _fragment(request, run, history),
         live=run.state not in FINAL_RUN_STATES,
         done=done if done in ("cancel", "clear", "mark") else "",
         count=count,
@@ -67,10 +75,12 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         EventStream(request) as stream,
     ):
         deadline = time.monotonic() + MAX_STREAM_SECONDS
+        history: run_history.History | None = None
         while time.monotonic() < deadline:
             run = await sub.next(KEEPALIVE_SECONDS)
             if run is not None:
-                await stream.send("run", _fragment(request, run))
+                history = history or await run_history.history_of(request, run, session.token)
+                await stream.send("run", await _fragment(request, run, history))
             elif sub.ended:
                 if sub.final:  # else the browser reconnects and subscribes again
                     await stream.send("end", "")
@@ -118,16 +128,18 @@ async def clear_preview(
     downstream: bool,
     only_failed: bool,
     token: str,
+    upstream: bool = False,
 ) -> list[pb.TaskInstance]:
     """The task instances a clear with these options resets, as the run stands now: the tasks named
-    (all when none is), with ``downstream`` everything after them in the run's DAG version, and with
-    ``only_failed`` only those failed or upstream_failed."""
+    (all when none is), with ``downstream`` everything after them and with ``upstream`` everything
+    before them in the run's DAG version, and with ``only_failed`` only those failed or
+    upstream_failed."""
     # A key names a task (every instance of a mapped one) or one instance of a mapped task (``t[3]``).
     keys = set(task_ids)
     roots = {k.partition("[")[0] for k in keys} if keys else {t.task_id for t in run.task_instances}
     whole = {k for k in keys if "[" not in k} if keys else set(roots)
-    if downstream:
-        whole |= await _descendants(request, run, roots, token)
+    if downstream or upstream:
+        whole |= await _related(request, run, roots, token, down=downstream, up=upstream)
     return [
         t
         for t in run.task_instances
@@ -135,8 +147,11 @@ async def clear_preview(
     ]
 
 
-async def _descendants(request: web.Request, run: pb.DagRun, roots: set[str], token: str) -> set[str]:
-    """The tasks after ``roots`` in the run's DAG version (not the roots themselves)."""
+async def _related(
+    request: web.Request, run: pb.DagRun, roots: set[str], token: str, *, down: bool, up: bool
+) -> set[str]:
+    """The tasks after (``down``) and before (``up``) ``roots`` in the run's DAG version (not the
+    roots themselves)."""
     api = request.app[API]
     version = await api.call(
         api.dags.GetDagVersion,
@@ -144,16 +159,21 @@ async def _descendants(request: web.Request, run: pb.DagRun, roots: set[str], to
         token,
     )
     children: dict[str, list[str]] = {}
+    parents: dict[str, list[str]] = {}
     for task in version.spec.tasks:
         for parent in task.upstream:
             children.setdefault(parent, []).append(task.task_id)
+            parents.setdefault(task.task_id, []).append(parent)
     found: set[str] = set()
-    pending = list(roots)
-    while pending:
-        for child in children.get(pending.pop(), []):
-            if child not in found:
-                found.add(child)
-                pending.append(child)
+    for edges, wanted in ((children, down), (parents, up)):
+        pending = list(roots) if wanted else []
+        reached: set[str] = set()
+        while pending:
+            for neighbour in edges.get(pending.pop(), []):
+                if neighbour not in reached:
+                    reached.add(neighbour)
+                    pending.append(neighbour)
+        found |= reached
     return found
 
 
@@ -162,7 +182,8 @@ async def clear_confirm(request: web.Request) -> web.Response:
     session = require_operator(request)
     run = await get_run(request, session.token)
     task_ids = request.query.getall("task", [])
-    options = {name: _flag(request.query, name) for name in ("downstream", "only_failed", "latest")}
+    names = ("downstream", "upstream", "only_failed", "latest")
+    options = {name: _flag(request.query, name) for name in names}
     changed = await clear_preview(
         request,
         run,
@@ -170,6 +191,7 @@ async def clear_confirm(request: web.Request) -> web.Response:
         downstream=options["downstream"],
         only_failed=options["only_failed"],
         token=session.token,
+        upstream=options["upstream"],
     )
     return render(
         request,
@@ -191,6 +213,7 @@ async def clear(request: web.Request) -> web.Response:
         parent=run_name(request),
         task_ids=[str(t) for t in form.getall("task", [])],
         include_downstream=_flag(form, "downstream"),
+        include_upstream=_flag(form, "upstream"),
         only_failed=_flag(form, "only_failed"),
         run_on_latest_version=_flag(form, "latest"),
         request_id=str(form.get("request_id", "")),

@@ -72,7 +72,8 @@ async def task_page(request: web.Request) -> web.Response:
 
 @routes.get(TASK + "/logs")
 async def task_logs(request: web.Request) -> web.StreamResponse:
-    """The try's log as events: ``log`` (JSON: the text, whether the try ended, the task's state),
+    """The try's log as events: ``log`` (JSON: the text, whether the try ended, the task's state,
+    the try and how many tries the task may have, so a page can follow it to its next try),
     each with the offset to resume from as its id (a reconnecting browser sends it back), then
     ``end`` once the try ended. The api waits for a try that has not started. Like every event
     stream, it sends keepalives and ends after ``MAX_STREAM_SECONDS``; the upstream stream closes
@@ -96,7 +97,13 @@ async def task_logs(request: web.Request) -> web.StreamResponse:
                         return stream.response  # the browser reconnects from the offset it has
                     continue
                 state = present.task_state(logs.state)
-                data = {"text": logs.data, "complete": logs.complete, "state": state, "try": logs.try_number}
+                data = {
+                    "text": logs.data,
+                    "complete": logs.complete,
+                    "state": state,
+                    "try": logs.try_number,
+                    "max_tries": logs.max_tries,
+                }
                 await stream.send("log", json.dumps(data), event_id=str(logs.next_offset))
                 if logs.complete:
                     break

@@ -252,6 +252,104 @@ class ListBackfillsResponse(_message.Message):
 Global___ListBackfillsResponse: _TypeAlias = ListBackfillsResponse  # noqa: Y015
 
 @_typing.final
+class ListTaskAttemptsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARENT_FIELD_NUMBER: _builtins.int
+    parent: _builtins.str
+    """`dags/{dag_id}/runs/{run_id}`"""
+    def __init__(
+        self,
+        *,
+        parent: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["parent", b"parent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTaskAttemptsRequest: _TypeAlias = ListTaskAttemptsRequest  # noqa: Y015
+
+@_typing.final
+class TaskAttempt(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    MAP_INDEX_FIELD_NUMBER: _builtins.int
+    TRY_NUMBER_FIELD_NUMBER: _builtins.int
+    WORKER_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CLAIM_TIME_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    task_id: _builtins.str
+    map_index: _builtins.int
+    """As TaskInstance.map_index: -1 for a task that is not mapped."""
+    try_number: _builtins.int
+    worker_id: _builtins.str
+    state: _resources_pb2.TaskState.ValueType
+    """TASK_STATE_RUNNING, TASK_STATE_SUCCESS or TASK_STATE_FAILED."""
+    exit_code: _builtins.int
+    error: _builtins.str
+    @_builtins.property
+    def claim_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp:
+        """Unset until the attempt started (and, for end_time, until it ended)."""
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        task_id: _builtins.str = ...,
+        map_index: _builtins.int = ...,
+        try_number: _builtins.int = ...,
+        worker_id: _builtins.str = ...,
+        state: _resources_pb2.TaskState.ValueType = ...,
+        claim_time: _timestamp_pb2.Timestamp | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        exit_code: _builtins.int = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_time", b"claim_time", "end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_time", b"claim_time", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "map_index", b"map_index", "start_time", b"start_time", "state", b"state", "task_id", b"task_id", "try_number", b"try_number", "worker_id", b"worker_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskAttempt: _TypeAlias = TaskAttempt  # noqa: Y015
+
+@_typing.final
+class ListTaskAttemptsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    @_builtins.property
+    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskAttempt]:
+        """At most 10,000 (the oldest task instances' first); `truncated` says when there were more."""
+
+    def __init__(
+        self,
+        *,
+        attempts: _abc.Iterable[Global___TaskAttempt] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTaskAttemptsResponse: _TypeAlias = ListTaskAttemptsResponse  # noqa: Y015
+
+@_typing.final
 class DeletePoolRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1102,6 +1200,96 @@ class GetDagVersionRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetDagVersionRequest: _TypeAlias = GetDagVersionRequest  # noqa: Y015
+
+@_typing.final
+class ListDagVersionFilesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    INCLUDE_CONTENT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """`dags/{dag_id}/versions/{version_hash}`"""
+    path: _builtins.str
+    """Only this file (a relative path as listed, at most 1,024 characters); empty: every file."""
+    include_content: _builtins.bool
+    """Send the files' contents: at most 256 KiB of each file and 2 MiB in all; a file cut short or
+    left out for these limits says so (`content_truncated`).
+    """
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        path: _builtins.str = ...,
+        include_content: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_content", b"include_content", "name", b"name", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDagVersionFilesRequest: _TypeAlias = ListDagVersionFilesRequest  # noqa: Y015
+
+@_typing.final
+class BundleFile(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    SHA256_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    CONTENT_TRUNCATED_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Relative path inside the bundle (`examples/tasks/etl.py`)."""
+    size_bytes: _builtins.int
+    sha256: _builtins.str
+    """SHA-256 (lowercase hex) of the whole file."""
+    content: _builtins.bytes
+    """The file's bytes (with include_content), or the first of them when content_truncated."""
+    content_truncated: _builtins.bool
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        sha256: _builtins.str = ...,
+        content: _builtins.bytes = ...,
+        content_truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "content_truncated", b"content_truncated", "path", b"path", "sha256", b"sha256", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BundleFile: _TypeAlias = BundleFile  # noqa: Y015
+
+@_typing.final
+class ListDagVersionFilesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_BUNDLE_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    code_bundle: _builtins.str
+    """The bundle's SHA-256 (the spec's code_bundle); empty for a version without a bundle."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___BundleFile]:
+        """Regular files only, sorted by path."""
+
+    def __init__(
+        self,
+        *,
+        code_bundle: _builtins.str = ...,
+        files: _abc.Iterable[Global___BundleFile] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code_bundle", b"code_bundle", "files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDagVersionFilesResponse: _TypeAlias = ListDagVersionFilesResponse  # noqa: Y015
 
 @_typing.final
 class RegisterDagResponse(_message.Message):

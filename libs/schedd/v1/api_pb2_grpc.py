@@ -77,6 +77,11 @@ class DagServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_resources__pb2.DagVersion.FromString,
                 _registered_method=True)
+        self.ListDagVersionFiles = channel.unary_unary(
+                '/schedd.v1.DagService/ListDagVersionFiles',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListDagVersionFilesRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListDagVersionFilesResponse.FromString,
+                _registered_method=True)
         self.DeleteDag = channel.unary_unary(
                 '/schedd.v1.DagService/DeleteDag',
                 request_serializer=schedd_dot_v1_dot_api__pb2.DeleteDagRequest.SerializeToString,
@@ -141,6 +146,16 @@ class DagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDagVersionFiles(self, request, context):
+        """The files of the code bundle a DAG version pins (none for a version without a bundle), by path;
+        with include_content, their contents too, within the limits of ListDagVersionFilesRequest.
+        INVALID_ARGUMENT naming `name` or `path` for a malformed one; NOT_FOUND for a version, or a
+        `path`, that does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteDag(self, request, context):
         """Deletes the DAG with its history: versions, runs, task instances, attempts, logs, backfills.
         Refused (FAILED_PRECONDITION) while the DAG has queued or running runs or an unfinished backfill;
@@ -192,6 +207,11 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.GetDagVersion,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_resources__pb2.DagVersion.SerializeToString,
+            ),
+            'ListDagVersionFiles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDagVersionFiles,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListDagVersionFilesRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListDagVersionFilesResponse.SerializeToString,
             ),
             'DeleteDag': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteDag,
@@ -416,6 +436,33 @@ class DagService:
             '/schedd.v1.DagService/GetDagVersion',
             schedd_dot_v1_dot_api__pb2.GetDagVersionRequest.SerializeToString,
             schedd_dot_v1_dot_resources__pb2.DagVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDagVersionFiles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.DagService/ListDagVersionFiles',
+            schedd_dot_v1_dot_api__pb2.ListDagVersionFilesRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListDagVersionFilesResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -896,6 +943,11 @@ class RunServiceStub:
                 request_serializer=schedd_dot_v1_dot_api__pb2.ExplainTaskInstanceRequest.SerializeToString,
                 response_deserializer=schedd_dot_v1_dot_api__pb2.Explanation.FromString,
                 _registered_method=True)
+        self.ListTaskAttempts = channel.unary_unary(
+                '/schedd.v1.RunService/ListTaskAttempts',
+                request_serializer=schedd_dot_v1_dot_api__pb2.ListTaskAttemptsRequest.SerializeToString,
+                response_deserializer=schedd_dot_v1_dot_api__pb2.ListTaskAttemptsResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -986,6 +1038,15 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTaskAttempts(self, request, context):
+        """Every attempt (try) of the run's task instances, earlier tries included: by task instance (in
+        the order they were made), then try number. INVALID_ARGUMENT naming `parent` for a malformed
+        name; NOT_FOUND for a run that does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1048,6 +1109,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.ExplainTaskInstance,
                     request_deserializer=schedd_dot_v1_dot_api__pb2.ExplainTaskInstanceRequest.FromString,
                     response_serializer=schedd_dot_v1_dot_api__pb2.Explanation.SerializeToString,
+            ),
+            'ListTaskAttempts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTaskAttempts,
+                    request_deserializer=schedd_dot_v1_dot_api__pb2.ListTaskAttemptsRequest.FromString,
+                    response_serializer=schedd_dot_v1_dot_api__pb2.ListTaskAttemptsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1375,6 +1441,33 @@ class RunService:
             '/schedd.v1.RunService/ExplainTaskInstance',
             schedd_dot_v1_dot_api__pb2.ExplainTaskInstanceRequest.SerializeToString,
             schedd_dot_v1_dot_api__pb2.Explanation.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTaskAttempts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/schedd.v1.RunService/ListTaskAttempts',
+            schedd_dot_v1_dot_api__pb2.ListTaskAttemptsRequest.SerializeToString,
+            schedd_dot_v1_dot_api__pb2.ListTaskAttemptsResponse.FromString,
             options,
             channel_credentials,
             insecure,

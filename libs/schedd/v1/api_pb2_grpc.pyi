@@ -48,6 +48,12 @@ class DagServiceStub:
     """The DAG's versions, newest first."""
     GetDagVersion: _grpc.UnaryUnaryMultiCallable[_api_pb2.GetDagVersionRequest, _resources_pb2.DagVersion]
     """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
+    ListDagVersionFiles: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListDagVersionFilesRequest, _api_pb2.ListDagVersionFilesResponse]
+    """The files of the code bundle a DAG version pins (none for a version without a bundle), by path;
+    with include_content, their contents too, within the limits of ListDagVersionFilesRequest.
+    INVALID_ARGUMENT naming `name` or `path` for a malformed one; NOT_FOUND for a version, or a
+    `path`, that does not exist.
+    """
     DeleteDag: _grpc.UnaryUnaryMultiCallable[_api_pb2.DeleteDagRequest, _empty_pb2.Empty]
     """Deletes the DAG with its history: versions, runs, task instances, attempts, logs, backfills.
     Refused (FAILED_PRECONDITION) while the DAG has queued or running runs or an unfinished backfill;
@@ -72,6 +78,12 @@ class DagServiceAsyncStub(DagServiceStub):
     """The DAG's versions, newest first."""
     GetDagVersion: _aio.UnaryUnaryMultiCallable[_api_pb2.GetDagVersionRequest, _resources_pb2.DagVersion]  # type: ignore[assignment]
     """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
+    ListDagVersionFiles: _aio.UnaryUnaryMultiCallable[_api_pb2.ListDagVersionFilesRequest, _api_pb2.ListDagVersionFilesResponse]  # type: ignore[assignment]
+    """The files of the code bundle a DAG version pins (none for a version without a bundle), by path;
+    with include_content, their contents too, within the limits of ListDagVersionFilesRequest.
+    INVALID_ARGUMENT naming `name` or `path` for a malformed one; NOT_FOUND for a version, or a
+    `path`, that does not exist.
+    """
     DeleteDag: _aio.UnaryUnaryMultiCallable[_api_pb2.DeleteDagRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Deletes the DAG with its history: versions, runs, task instances, attempts, logs, backfills.
     Refused (FAILED_PRECONDITION) while the DAG has queued or running runs or an unfinished backfill;
@@ -141,6 +153,18 @@ class DagServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.DagVersion, _abc.Awaitable[_resources_pb2.DagVersion]]:
         """`dags/{dag_id}/versions/{version_hash}`, with its spec."""
+
+    @_abc_1.abstractmethod
+    def ListDagVersionFiles(
+        self,
+        request: _api_pb2.ListDagVersionFilesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListDagVersionFilesResponse, _abc.Awaitable[_api_pb2.ListDagVersionFilesResponse]]:
+        """The files of the code bundle a DAG version pins (none for a version without a bundle), by path;
+        with include_content, their contents too, within the limits of ListDagVersionFilesRequest.
+        INVALID_ARGUMENT naming `name` or `path` for a malformed one; NOT_FOUND for a version, or a
+        `path`, that does not exist.
+        """
 
     @_abc_1.abstractmethod
     def DeleteDag(
@@ -313,6 +337,11 @@ class RunServiceStub:
     """Marks a task instance succeeded or failed by hand; a running attempt is stopped."""
     ExplainTaskInstance: _grpc.UnaryUnaryMultiCallable[_api_pb2.ExplainTaskInstanceRequest, _api_pb2.Explanation]
     """Why a task instance is not running yet."""
+    ListTaskAttempts: _grpc.UnaryUnaryMultiCallable[_api_pb2.ListTaskAttemptsRequest, _api_pb2.ListTaskAttemptsResponse]
+    """Every attempt (try) of the run's task instances, earlier tries included: by task instance (in
+    the order they were made), then try number. INVALID_ARGUMENT naming `parent` for a malformed
+    name; NOT_FOUND for a run that does not exist.
+    """
 
 @_typing.type_check_only
 class RunServiceAsyncStub(RunServiceStub):
@@ -345,6 +374,11 @@ class RunServiceAsyncStub(RunServiceStub):
     """Marks a task instance succeeded or failed by hand; a running attempt is stopped."""
     ExplainTaskInstance: _aio.UnaryUnaryMultiCallable[_api_pb2.ExplainTaskInstanceRequest, _api_pb2.Explanation]  # type: ignore[assignment]
     """Why a task instance is not running yet."""
+    ListTaskAttempts: _aio.UnaryUnaryMultiCallable[_api_pb2.ListTaskAttemptsRequest, _api_pb2.ListTaskAttemptsResponse]  # type: ignore[assignment]
+    """Every attempt (try) of the run's task instances, earlier tries included: by task instance (in
+    the order they were made), then try number. INVALID_ARGUMENT naming `parent` for a malformed
+    name; NOT_FOUND for a run that does not exist.
+    """
 
 class RunServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs of DAGs and their task instances."""
@@ -446,6 +480,17 @@ class RunServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_api_pb2.Explanation, _abc.Awaitable[_api_pb2.Explanation]]:
         """Why a task instance is not running yet."""
+
+    @_abc_1.abstractmethod
+    def ListTaskAttempts(
+        self,
+        request: _api_pb2.ListTaskAttemptsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.ListTaskAttemptsResponse, _abc.Awaitable[_api_pb2.ListTaskAttemptsResponse]]:
+        """Every attempt (try) of the run's task instances, earlier tries included: by task instance (in
+        the order they were made), then try number. INVALID_ARGUMENT naming `parent` for a malformed
+        name; NOT_FOUND for a run that does not exist.
+        """
 
 def add_RunServiceServicer_to_server(servicer: RunServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

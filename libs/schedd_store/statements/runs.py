@@ -94,3 +94,12 @@ TASK_INSTANCES_OF_TASK = _sql(
     "FROM dag_runs r JOIN dag_versions v ON v.id = r.dag_version_id "
     "WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
 )
+
+#: A run's attempts (every try) with their task instance's task id and map index: by task instance in
+#: the order they were made, then try number and claim time.
+LIST_RUN_ATTEMPTS = _sql(
+    "SELECT ti.task_id, ti.map_index, a.try_number, a.worker_id, a.state, a.claimed_at, a.started_at, "
+    "a.ended_at, a.exit_code, a.error "
+    "FROM task_attempts a JOIN task_instances ti ON ti.id = a.ti_id "
+    "WHERE ti.run_pk = :run_pk ORDER BY ti.id, a.try_number, a.claimed_at LIMIT :limit"
+)
