@@ -108,6 +108,8 @@ def measure_footprint(cluster: Cluster, idle_seconds: float, others: dict[str, i
     services: dict[str, int] = {"api": cluster.api.pid} if cluster.api and cluster.api.pid else {}
     if cluster.registry is not None and cluster.registry.pid:
         services["registry"] = cluster.registry.pid
+    if cluster.web is not None and cluster.web.pid:
+        services["web"] = cluster.web.pid
     services |= {name: p.pid for name, p in cluster.schedulers.items() if p.alive and p.pid}
     services |= {name: p.pid for name, p in cluster.workers.items() if p.alive and p.pid}
     trees = {name: [pid, *descendants(pid)] for name, pid in {**services, **others}.items()}

@@ -124,13 +124,20 @@ TARGETS = [
         ("<=", 0.1),
     ),
     Target(
-        "whole stack (api, scheduler, registry, 2 workers), PSS",
+        "whole stack (api, scheduler, registry, 2 workers, web UI), PSS",
         _get("footprint", "services_pss_mb"),
         "MB",
         ("<=", 300.0),
     ),
     Target(
         "the same stack idle, CPU", _get("footprint", "services_idle_cpu_percent"), "% of a core", ("<", 0.5)
+    ),
+    Target("the web UI service, PSS", _get("footprint", "each", "web", "pss_mb"), "MB", ("<", 60.0)),
+    Target(
+        "the web UI service idle, CPU",
+        _get("footprint", "each", "web", "idle_cpu_percent"),
+        "% of a core",
+        ("<", 0.5),
     ),
 ]
 

@@ -179,7 +179,7 @@ class Bench:
                 section(name, functools.partial(measure_failover, c, how, self.workdir, faults), self.results)
 
     def footprint(self) -> None:
-        with self.cluster("footprint", workers=2) as c:
+        with self.cluster("footprint", workers=2, web=True) as c:
             register(c, chain_spec(3), self.workdir)
             schedctl(c, "runs", "trigger", "chain", "--run-id", "warm", "--wait")
             time.sleep(5.0)  # let start-up and the warm-up run settle before measuring "idle"
