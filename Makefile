@@ -44,8 +44,10 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,local,bench]'
 	touch $(BENCH_STAMP)
 
+# make bench BASELINE=REF: REF and the working tree measured interleaved, figures as ratios
+# (BENCH_ARGS="--only latency --pairs 5" to choose; tests/benchmarks/ab.py).
 bench: $(BENCH_STAMP)
-	$(PY) -m tests.benchmarks.run
+	$(PY) -m tests.benchmarks.run $(if $(BASELINE),--baseline $(BASELINE)) $(BENCH_ARGS)
 
 # Podman's settings for hosts where no process may raise its hard rlimits and crun refuses the
 # cgroup layout (runc, lower default ulimits; docs/deploy.md); CONTAINERS_CONF=... overrides it.

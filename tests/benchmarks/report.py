@@ -60,10 +60,28 @@ TARGETS = [
     ),
     Target("the same, p99", _get("chain", "gap_ms_p99"), "ms", ("<=", 8.0)),
     Target(
+        "the chain median against Celery + Redis's in the same run (x Celery)",
+        _ratio(("chain", "gap_ms_median"), ("celery", "chain", "gap_ms_median")),
+        "x",
+        ("<=", 1.0),
+    ),
+    Target(
+        "the chain p99 against its median",
+        _ratio(("chain", "gap_ms_p99"), ("chain", "gap_ms_median")),
+        "x",
+        ("<=", 4.0),
+    ),
+    Target(
         "fan-out of 1,000 no-op Python tasks, 4 workers",
         _get("fan_out_4_workers", "tasks_per_s_median"),
         "tasks/s",
         (">=", 2000.0),
+    ),
+    Target(
+        "the same against Celery + Redis's fan-out in the same run (x Celery)",
+        _ratio(("fan_out_4_workers", "tasks_per_s_median"), ("celery", "fan_out", "tasks_per_s_median")),
+        "x",
+        (">=", 3.0),
     ),
     Target(
         "fan-out of 1,000 no-op shell tasks, 4 workers",

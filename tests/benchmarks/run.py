@@ -6,6 +6,9 @@ real services. Groups (``--only`` picks some):
 
 - ``floors``: what PostgreSQL, gRPC and etcd cost on this machine with nothing of schedd in the way
   (``tests.benchmarks.floors``), and the chain-link floor they imply;
+- ``celery``: the peer, Celery + Redis with two prefork processes, measured the same way (the chain
+  and the fan-out; ``tests.benchmarks.celery_peer``), so the targets written as ratios to it are
+  checked by the run that measures schedd; skipped, saying why, without Redis or Celery;
 - ``throughput``: 1,000-task fan-outs of no-op Python tasks with 1, 2 and 4 workers (8 slots each),
   and of no-op shell tasks with 4 workers (tasks/s from the run's creation to its end);
 - ``latency``: a 100-link chain (end of one task to the start of the next: median, p90, p99), a second
@@ -31,6 +34,9 @@ real services. Groups (``--only`` picks some):
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
 and ``bench-results.png`` (chain latency CDF, throughput by worker count). Nothing is asserted.
+
+With ``--baseline REF`` (``make bench BASELINE=REF``) it measures REF and the working tree
+interleaved instead, and reports each figure as a ratio with its spread (``tests.benchmarks.ab``).
 """
 
 from __future__ import annotations
@@ -53,7 +59,9 @@ from schedd_coord.access import ROOT_USER
 from schedd_devstack.etcd_access import CREDENTIALS_ENV
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import DevStack
+from tests.benchmarks import ab
 from tests.benchmarks.backfill import measure_backfill
+from tests.benchmarks.celery_peer import measure_celery
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
 from tests.benchmarks.floors import measure_floors
@@ -72,6 +80,7 @@ from tests.benchmarks.workloads import (
 
 GROUPS = (
     "floors",
+    "celery",
     "throughput",
     "latency",
     "failover",
@@ -110,6 +119,10 @@ class Bench:
 
     def floors(self) -> None:
         section("floors", lambda: measure_floors(self.url, self.etcd), self.results)
+
+    def celery(self) -> None:
+        args = self.args
+        section("celery", lambda: measure_celery(args.links, args.fan_out, runs=3), self.results)
 
     def throughput(self) -> None:
         n = self.args.fan_out
@@ -267,6 +280,18 @@ def _use_etcd_root(stack: DevStack) -> None:
     os.environ[CREDENTIALS_ENV] = str(credentials.directory)
 
 
+def _passed_on(args: argparse.Namespace) -> list[str]:
+    """The sizes given on the command line, for each run of an interleaved comparison."""
+    return [
+        f"--fan-out={args.fan_out}",
+        f"--links={args.links}",
+        f"--backfill-intervals={args.backfill_intervals}",
+        f"--sensors={args.sensors}",
+        f"--map-elements={args.map_elements}",
+        f"--timer-tasks={args.timer_tasks}",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -279,7 +304,22 @@ def main() -> None:
     parser.add_argument("--timer-tasks", type=int, default=20, help="retries and sensors per run (timers)")
     parser.add_argument("--only", default="", help="comma-separated groups: " + ", ".join(GROUPS))
     parser.add_argument("--out", default="bench-results.json")
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="a git ref: measure it and the working tree interleaved (tests.benchmarks.ab)",
+    )
+    parser.add_argument("--pairs", type=int, default=3, help="with --baseline: baseline/candidate pairs")
     args = parser.parse_args()
+    if args.baseline:
+        ab.interleaved(
+            args.baseline,
+            args.only or "latency,throughput",
+            args.pairs,
+            Path(args.out if args.out != "bench-results.json" else "bench-ab.json"),
+            _passed_on(args),
+        )
+        return
     groups = set(args.only.split(",")) if args.only else set(GROUPS)
     unknown = groups - set(GROUPS)
     if unknown:
@@ -291,6 +331,8 @@ def main() -> None:
         bench = Bench(stack, workdir, args)
         if "floors" in groups:
             bench.floors()
+        if "celery" in groups:
+            bench.celery()
         if "throughput" in groups:
             bench.throughput()
         if "latency" in groups:
