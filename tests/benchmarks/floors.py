@@ -2,8 +2,10 @@
 built from cost here, with nothing of schedd in the way.
 
 - PostgreSQL: a single-row UPDATE transaction (synchronous commit on), one connection, its latency;
-  transactions per second with 1 and 4 connections; LISTEN/NOTIFY from a committing connection to a
-  listening one.
+  transactions per second with 1 and 4 connections, and with 4 connections when each transaction
+  also sends a NOTIFY (a notifying commit holds PostgreSQL's one cluster-wide notification lock
+  through its WAL flush, so such commits serialise: the ceiling of a design that notifies once per
+  result); LISTEN/NOTIFY from a committing connection to a listening one.
 - gRPC: a unary call and a message round trip on a bidirectional stream, both on localhost, in Python.
 - etcd: a transaction (the compare-and-put an election makes).
 
@@ -57,6 +59,7 @@ async def postgres_floor(database_url: str, n: int = 2000) -> dict[str, Any]:
         others = [await asyncpg.connect(dsn) for _ in range(3)]
         try:
             per_s_4 = await _commits_per_second([conn, *others], n)
+            per_s_4_notifying = await _commits_per_second([conn, *others], n, notify=True)
             notify = _summary(await _notify_latency(conn, others[0], n // 4))
         finally:
             for other in others:
@@ -69,14 +72,20 @@ async def postgres_floor(database_url: str, n: int = 2000) -> dict[str, Any]:
         "select_round_trip": select,
         "commits_per_s_1_connection": per_s_1,
         "commits_per_s_4_connections": per_s_4,
+        "commits_per_s_4_connections_notifying": per_s_4_notifying,
         "notify_to_listener": notify,
     }
 
 
-async def _commits_per_second(conns: list[Any], n: int) -> float:
+async def _commits_per_second(conns: list[Any], n: int, *, notify: bool = False) -> float:
     async def work(conn: Any, key: int) -> None:
         for _ in range(n // len(conns)):
-            await conn.execute("UPDATE bench_floor SET v = v + 1 WHERE id = $1", key)
+            if not notify:
+                await conn.execute("UPDATE bench_floor SET v = v + 1 WHERE id = $1", key)
+                continue
+            async with conn.transaction():
+                await conn.execute("UPDATE bench_floor SET v = v + 1 WHERE id = $1", key)
+                await conn.execute("SELECT pg_notify('bench_floor_commits', '')")
 
     started = time.perf_counter()
     await asyncio.gather(*(work(c, i + 1) for i, c in enumerate(conns)))
