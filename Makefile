@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy libs services tests
+	PYTHONPATH="$(CURDIR)/libs:$(CURDIR)/services" $(VENV)/bin/lint-imports
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -8,6 +8,7 @@ naming its field (``spec.tasks[3].sensor.poke_interval``).
 from __future__ import annotations
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.durations import check_duration
 from schedd_core.errors import InvalidArgument
 
 _MODES = frozenset({pb.SENSOR_MODE_UNSPECIFIED, pb.SENSOR_MODE_POKE, pb.SENSOR_MODE_RESCHEDULE})
@@ -17,8 +18,6 @@ def check_sensor(where: str, task: pb.TaskSpec) -> None:
     """Raise :class:`InvalidArgument` for the first bad sensor option of ``task`` (at ``where``)."""
     if not task.HasField("sensor"):
         return
-    from schedd_core.spec import check_duration  # spec imports this module
-
     field = f"{where}.sensor"
     if task.WhichOneof("action") != "python":
         raise InvalidArgument(field, "a sensor must be a Python task: its function says whether to go on")

@@ -15,9 +15,8 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-from google.protobuf import duration_pb2
-
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.durations import check_duration
 from schedd_core.errors import InvalidArgument, quote
 from schedd_core.mapping_spec import check_mapping
 from schedd_core.params import check_param_schemas
@@ -35,7 +34,6 @@ MAX_SPEC_BYTES = 3 * 1024 * 1024
 MAX_COMMAND_BYTES = 64 * 1024
 #: Bounds of the numeric options: no value a pass computes from them can overflow a column.
 MAX_RETRIES = 1_000
-MAX_DURATION_SECONDS = 366 * 24 * 3600
 MAX_PRIORITY_WEIGHT = 100_000
 MAX_CONCURRENCY = 1_000_000
 MAX_PARAMS_BYTES = 64 * 1024
@@ -64,15 +62,6 @@ def check_range(field: str, value: int, low: int, high: int) -> None:
         raise InvalidArgument(field, "must not be negative")
     if not low <= value <= high:
         raise InvalidArgument(field, f"must be between {low} and {high}, not {value}")
-
-
-def check_duration(field: str, value: duration_pb2.Duration, *, positive: bool = False) -> None:
-    """A Duration field: not negative (positive when asked), at most a year."""
-    seconds = value.seconds + value.nanos / 1e9
-    if seconds < 0 or (positive and seconds <= 0):
-        raise InvalidArgument(field, "must be positive" if positive else "must not be negative")
-    if seconds > MAX_DURATION_SECONDS:
-        raise InvalidArgument(field, f"must be at most {MAX_DURATION_SECONDS // 86400} days")
 
 
 def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = None) -> None:

@@ -69,6 +69,7 @@ from schedd_coord.client import EtcdClient
 from schedd_coord.credentials import EtcdAuth
 from schedd_coord.election import LEADER_KEY, MEMBERS_PREFIX, LeaderInfo
 from schedd_coord.errors import CoordinationError
+from schedd_core.database_url import asyncpg_dsn
 from schedd_devstack._process import (
     die_with_parent_prefix,
     kill_group,
@@ -82,7 +83,6 @@ from schedd_devstack.credentials import create_cluster_tokens
 from schedd_devstack.etcd_access import EtcdCredentials
 from schedd_devstack.ports import LOCALHOST, free_port
 from schedd_devstack.postgres import ensure_task_role
-from schedd_store.engine import asyncpg_dsn
 from schedd_store.migrate import upgrade_async
 
 __all__ = ["Cluster", "ClusterError", "ServiceProcess", "terminate_all"]

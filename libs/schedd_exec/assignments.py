@@ -1,116 +1,106 @@
-"""Turning claimed attempts into the assignment messages a worker runs."""
+"""Turning claimed attempts into the assignment messages a worker runs.
+
+The claim itself is the store's (``schedd_store.claims``), given to :class:`AssignmentBuilder` by
+its owner; this module only builds messages from what was claimed.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncEngine
+from typing import Any, Protocol
 
 from schedd.v1 import resources_pb2 as pb
 from schedd.v1 import worker_pb2
+from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_core.mapping import instance_key
 from schedd_core.task_context import CONF_ENV
 from schedd_rpc import convert
-from schedd_store import dispatch
-from schedd_store.dispatch import ClaimedAttempt
-from schedd_store.versions import VersionCache
+
+
+class Claims(Protocol):
+    """Where assignments come from: ``schedd_store.claims.AssignmentClaims``, or a stand-in."""
+
+    async def claim(self, *, slots: Sequence[str], queues: Sequence[str]) -> list[ClaimedWork]: ...
 
 
 class AssignmentBuilder:
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-        self._versions = VersionCache()
+    def __init__(self, claims: Claims) -> None:
+        self._claims = claims
 
     async def claim(
         self, *, slots: Sequence[str], queues: Sequence[str]
     ) -> list[tuple[str, worker_pb2.Assignment]]:
         """Claim queued task instances for the workers in ``slots`` (a worker id per free slot) and
-        build their assignments, in one transaction: the claim, the specs of versions not cached yet,
-        and the results of upstream tasks (only for runs that stored any, or from mapped tasks). Returns
-        ``(worker_id, assignment)`` pairs."""
+        build their assignments; the claim, the specs and the upstream results are read in one
+        transaction (see ``claims``). Returns ``(worker_id, assignment)`` pairs."""
         if not slots:
             return []
-        async with self._engine.begin() as conn:
-            claimed = await dispatch.claim_in(conn, slots=slots, queues=queues)
-            if not claimed:
-                return []
-            await self._versions.load(conn, {c.dag_version_id for c in claimed})
-            upstream = {
-                up
-                for c in claimed
-                for up in self._versions.task(c.dag_version_id, c.task_id).upstream
-                # a mapped upstream task's results are a list even when none of its instances stored one
-                if c.run_has_results or self._versions.task(c.dag_version_id, up).HasField("mapping")
-            }
-            results = (
-                await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))
-                if upstream
-                else {}
-            )
-        return [(c.worker_id, self._one(c, results)) for c in claimed]
+        return [
+            (w.attempt.worker_id, assignment_of(w))
+            for w in await self._claims.claim(slots=slots, queues=queues)
+        ]
 
-    def _one(self, c: ClaimedAttempt, results: dict[tuple[int, str], Any]) -> worker_pb2.Assignment:
-        task = self._versions.task(c.dag_version_id, c.task_id)
-        dag = self._versions.spec(c.dag_version_id)
-        key = idempotency_key(c)
-        interval = (
-            (c.data_interval_start, c.data_interval_end)
-            if c.data_interval_start is not None and c.data_interval_end is not None
-            else None
-        )
-        env = attempt_env(
-            task,
-            dag_id=c.dag_id,
-            run_id=c.run_id,
-            run_type=c.run_type,
-            try_number=c.try_number,
-            attempt_id=c.attempt_id,
-            logical_date=c.logical_date,
-            data_interval=interval,
-            idempotency_key=key,
-            conf=c.conf,
-        )
-        params = merged_params(dag, task, c.conf)
-        upstream = {up: results[(c.run_pk, up)] for up in task.upstream if (c.run_pk, up) in results}
-        assignment = worker_pb2.Assignment(
-            attempt=worker_pb2.AttemptRef(
-                task_instance_id=c.ti_id, try_number=c.try_number, attempt_id=c.attempt_id
-            ),
-            dag_id=c.dag_id,
-            run_id=c.run_id,
-            task_id=c.task_id,
-            logical_date=convert.ts(c.logical_date),
-            env=env,
-            idempotency_key=key,
-            params=convert.struct(params),
-            upstream_results_json=json.dumps(upstream) if upstream else "",
-            traceparent=c.trace_context,
-            queued_time=convert.ts(c.queued_at),
-        )
-        if interval is not None:
-            assignment.data_interval_start.FromDatetime(interval[0])
-            assignment.data_interval_end.FromDatetime(interval[1])
-        if task.HasField("shell"):
-            assignment.shell.CopyFrom(task.shell)
-        elif task.HasField("python"):
-            assignment.python.CopyFrom(task.python)
-        assignment.transactional = task.transactional
-        if task.transactional:
-            assignment.commit_secret = c.commit_secret
-        assignment.code_bundle = dag.code_bundle  # the run's pinned version imports from this bundle only
-        if task.HasField("execution_timeout"):
-            assignment.execution_timeout.CopyFrom(task.execution_timeout)
-        if c.map_index >= 0:
-            assignment.map_index = c.map_index
-            assignment.mapping.CopyFrom(task.mapping)
-        if task.HasField("sensor"):
-            assignment.sensor.CopyFrom(task.sensor)
-            if c.first_poke_at is not None:
-                assignment.first_poke_time.FromDatetime(c.first_poke_at)
-        return assignment
+
+def assignment_of(work: ClaimedWork) -> worker_pb2.Assignment:
+    """The assignment a worker runs for a claimed attempt."""
+    c, task, dag = work.attempt, work.task, work.dag
+    key = idempotency_key(c)
+    interval = (
+        (c.data_interval_start, c.data_interval_end)
+        if c.data_interval_start is not None and c.data_interval_end is not None
+        else None
+    )
+    env = attempt_env(
+        task,
+        dag_id=c.dag_id,
+        run_id=c.run_id,
+        run_type=c.run_type,
+        try_number=c.try_number,
+        attempt_id=c.attempt_id,
+        logical_date=c.logical_date,
+        data_interval=interval,
+        idempotency_key=key,
+        conf=c.conf,
+    )
+    params = merged_params(dag, task, c.conf)
+    assignment = worker_pb2.Assignment(
+        attempt=worker_pb2.AttemptRef(
+            task_instance_id=c.ti_id, try_number=c.try_number, attempt_id=c.attempt_id
+        ),
+        dag_id=c.dag_id,
+        run_id=c.run_id,
+        task_id=c.task_id,
+        logical_date=convert.ts(c.logical_date),
+        env=env,
+        idempotency_key=key,
+        params=convert.struct(params),
+        upstream_results_json=json.dumps(work.upstream) if work.upstream else "",
+        traceparent=c.trace_context,
+        queued_time=convert.ts(c.queued_at),
+    )
+    if interval is not None:
+        assignment.data_interval_start.FromDatetime(interval[0])
+        assignment.data_interval_end.FromDatetime(interval[1])
+    if task.HasField("shell"):
+        assignment.shell.CopyFrom(task.shell)
+    elif task.HasField("python"):
+        assignment.python.CopyFrom(task.python)
+    assignment.transactional = task.transactional
+    if task.transactional:
+        assignment.commit_secret = c.commit_secret
+    assignment.code_bundle = dag.code_bundle  # the run's pinned version imports from this bundle only
+    if task.HasField("execution_timeout"):
+        assignment.execution_timeout.CopyFrom(task.execution_timeout)
+    if c.map_index >= 0:
+        assignment.map_index = c.map_index
+        assignment.mapping.CopyFrom(task.mapping)
+    if task.HasField("sensor"):
+        assignment.sensor.CopyFrom(task.sensor)
+        if c.first_poke_at is not None:
+            assignment.first_poke_time.FromDatetime(c.first_poke_at)
+    return assignment
 
 
 def attempt_env(

@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from schedd.v1 import worker_pb2
-from schedd_core.log_lines import LineStamper
+from schedd_core.log_lines import MAX_LOG_BYTES_PER_ATTEMPT, LineStamper
 from schedd_exec.outcome import Outcome
-from schedd_store.dispatch import MAX_LOG_BYTES_PER_ATTEMPT
 
 #: Bytes of the per-attempt cap kept for the line that says how the attempt failed.
 NOTE_RESERVE = 16 * 1024

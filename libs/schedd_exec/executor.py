@@ -28,6 +28,7 @@ from google.protobuf import json_format
 
 from schedd.v1 import worker_pb2
 from schedd_core.arguments import ARGUMENTS_ENV
+from schedd_core.database_url import asyncpg_dsn
 from schedd_core.mapped_arguments import MAP_INDEX_ENV, MAPPING_ENV
 from schedd_core.templates import RenderError
 from schedd_exec.bundle_cache import BundleCache
@@ -40,7 +41,6 @@ from schedd_exec.sensor_loop import poke_until_done
 from schedd_exec.shell import run_shell
 from schedd_exec.templating import rendered_command
 from schedd_rpc import convert
-from schedd_store.engine import asyncpg_dsn
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,13 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
+#: Marks the attempt succeeded inside the task's own transaction, through the one database function the
+#: task's role may execute (``schedd_commit_attempt``, defined by the store's migration 0019): refused
+#: (``insufficient_privilege``) unless the secret is that attempt's commit secret; false when that
+#: exact attempt (task instance, try number, attempt id) is no longer running, and the caller must roll
+#: back. Positional parameters: ti id, attempt id, try number, commit secret, started at, result JSON.
+COMMIT_TRANSACTIONAL_ATTEMPT = "SELECT schedd_commit_attempt($1, $2::uuid, $3, $4, $5, $6::jsonb)"
+
 
 class StaleAttemptRolledBack(Exception):
     """The attempt was no longer current when the task finished; its writes were rolled back."""
@@ -33,8 +40,6 @@ class StaleAttemptRolledBack(Exception):
 async def run_in_transaction(
     func: Callable[..., Any], kwargs: dict[str, Any], wants_connection: bool, transaction: dict[str, Any]
 ) -> Any:
-    from schedd_store.statements import COMMIT_TRANSACTIONAL_ATTEMPT
-
     started = datetime.fromisoformat(transaction["started_at"])
     conn = await asyncpg.connect(transaction["dsn"])
     try:

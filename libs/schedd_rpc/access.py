@@ -2,7 +2,8 @@
 
 For each call of a schedd service (health checking and reflection are public):
 
-1. the bearer token in the ``authorization`` metadata is looked up (``schedd_store.tokens``): no
+1. the bearer token in the ``authorization`` metadata is looked up (in the :class:`Callers` the
+   interceptor is given: ``schedd_store.callers.StoredCallers``): no
    token, a malformed, unknown, revoked or expired one ends the call with UNAUTHENTICATED;
 2. the principal's role is checked against the method's (``schedd_auth.roles.METHODS``): too
    weak a role, a worker token on the API, a user token on the worker protocol, or a method with no
@@ -28,26 +29,40 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_auth import principal as principals
 from schedd_auth import roles
+from schedd_auth.audit import AuditRecord
 from schedd_auth.principal import ANONYMOUS, Principal
-from schedd_auth.tokens import parse
+from schedd_auth.tokens import Token, parse
 from schedd_rpc.refused_calls import DEFAULT_WINDOW_SECONDS, RefusedCalls
 from schedd_rpc.stream_limits import OverCap, StreamLimits
-from schedd_store import audit, tokens
-from schedd_store.engine import is_transient
 
 log = logging.getLogger(__name__)
 
 _BEARER = "bearer "
+
+
+class Callers(Protocol):
+    """Who the callers are and where their calls are written down (the metadata database)."""
+
+    async def principal_of(self, token: Token) -> Principal | str:
+        """The principal of ``token``, or why it is refused."""
+        ...
+
+    async def record(self, entry: AuditRecord) -> None:
+        """Write one audit row."""
+        ...
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """Whether a failure of the calls above means they cannot be answered now."""
+        ...
 
 
 class Refused(Exception):
@@ -65,14 +80,14 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        callers: Callers,
         services: Iterable[ServiceDescriptor],
         *,
         enabled: bool,
         refusal_window: float = DEFAULT_WINDOW_SECONDS,
         stream_limits: StreamLimits | None = None,
     ) -> None:
-        self._engine = engine
+        self._callers = callers
         self._enabled = enabled
         self._refused = RefusedCalls(self._write, window_seconds=refusal_window)
         self._stream_limits = stream_limits
@@ -239,17 +254,16 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 grpc.StatusCode.UNAUTHENTICATED, "malformed token: schedd tokens look like sdt_<id>_<secret>"
             )
         try:
-            found = await tokens.authenticate(self._engine, token)
+            found = await self._callers.principal_of(token)
         except Exception as exc:
-            if not is_transient(exc):
+            if not self._callers.is_transient(exc):
                 raise
             raise Refused(
                 grpc.StatusCode.UNAVAILABLE, "cannot check the token now: the database is unavailable"
             ) from None
-        if found.record is None:
-            raise Refused(grpc.StatusCode.UNAUTHENTICATED, found.refusal)
-        record = found.record
-        return Principal(record.name, record.role, record.worker_id, record.queues, record.token_id)
+        if isinstance(found, str):
+            raise Refused(grpc.StatusCode.UNAUTHENTICATED, found)
+        return found
 
     async def _audit(
         self,
@@ -261,7 +275,7 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         context: grpc.aio.ServicerContext,
     ) -> None:
         resource, request_id = self._described(method, raw)
-        entry = audit.AuditRecord(
+        entry = AuditRecord(
             principal=who.name if who else "-",
             role=who.role if who else "",
             method=method,
@@ -281,8 +295,8 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 "cannot write the audit record of %s by %s (%s): %s", method, entry.principal, code, exc
             )
 
-    async def _write(self, entry: audit.AuditRecord) -> None:
-        await audit.record(self._engine, entry)
+    async def _write(self, entry: AuditRecord) -> None:
+        await self._callers.record(entry)
 
     def _described(self, method: str, raw: bytes) -> tuple[str, str]:
         """The resource named in the request and its request id ('' where there are none)."""

@@ -1,24 +1,25 @@
 """The one table that maps domain errors to gRPC status codes, and aborting a call with it.
 
-Database errors that mean "not reachable right now" (a broken connection, PostgreSQL shutting down
-or starting, a serialization failure or deadlock to retry) become UNAVAILABLE; a statement timeout
-becomes DEADLINE_EXCEEDED. Only a failure that is truly unexpected is INTERNAL, and it is logged
-with its traceback. Status messages are cut to ``MAX_MESSAGE_CHARS`` so they always fit gRPC's
-metadata limit.
+Failures of the backend the handlers call that mean "not reachable right now" (for the database: a
+broken connection, PostgreSQL shutting down or starting, a serialization failure or deadlock to
+retry) become UNAVAILABLE; a statement timeout becomes DEADLINE_EXCEEDED. The backend says which
+failures are which (:class:`BackendErrors`, given by the server's owner: the store's
+``schedd_store.engine.DATABASE_ERRORS``), so this module knows nothing of the database. Only a
+failure that is truly unexpected is INTERNAL, and it is logged with its traceback. Status messages
+are cut to ``MAX_MESSAGE_CHARS`` so they always fit gRPC's metadata limit.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import grpc
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status  # type: ignore[import-untyped]
-from sqlalchemy.exc import DBAPIError
 
 from schedd_core import errors as e
-from schedd_store.engine import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,17 @@ STATUS_OF: list[tuple[type[e.ScheddError], grpc.StatusCode]] = [
     (e.ScheddError, grpc.StatusCode.INTERNAL),
 ]
 
-_STATEMENT_TIMEOUT = "57014"
+
+class BackendErrors(Protocol):
+    """Which failures of the backend the handlers call (that are no domain errors) are which."""
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """The backend cannot do it now; the same call may succeed later."""
+        ...
+
+    def is_timeout(self, exc: BaseException) -> bool:
+        """The backend gave up on a statement that ran too long."""
+        ...
 
 
 def status_code_of(error: e.ScheddError) -> grpc.StatusCode:
@@ -50,14 +61,14 @@ def status_code_of(error: e.ScheddError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def status_of(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
+def status_of(exc: BaseException, method: str, backend: BackendErrors) -> tuple[grpc.StatusCode, str]:
     """The status a call that raised ``exc`` ends with, and its message."""
     if isinstance(exc, e.ScheddError):
         return status_code_of(exc), str(exc)
-    if is_transient(exc):
+    if backend.is_transient(exc):
         log.warning("%s: the database cannot do it now: %s", method, exc)
         return grpc.StatusCode.UNAVAILABLE, "the metadata database is unreachable, busy or restarting; retry"
-    if isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) == _STATEMENT_TIMEOUT:
+    if backend.is_timeout(exc):
         return grpc.StatusCode.DEADLINE_EXCEEDED, "the database took too long; retry"
     log.error("unexpected error in %s", method, exc_info=exc)
     return grpc.StatusCode.INTERNAL, "internal error; see the server log"
@@ -75,12 +86,14 @@ def details_of(exc: BaseException) -> list[Message]:
     return found
 
 
-async def abort_for(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+async def abort_for(
+    context: grpc.aio.ServicerContext, exc: BaseException, method: str, backend: BackendErrors
+) -> None:
     """End the call with the status ``exc`` maps to, with its ``google.rpc`` details (re-raising an
     abort already under way)."""
     if isinstance(exc, grpc.aio.AbortError):
         raise exc
-    code, message = status_of(exc, method)
+    code, message = status_of(exc, method, backend)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
     details = details_of(exc)

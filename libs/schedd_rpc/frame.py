@@ -23,13 +23,18 @@ from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 
 from schedd_core.errors import InvalidArgument
-from schedd_rpc.errors import abort_for
+from schedd_rpc.errors import BackendErrors, abort_for
 from schedd_rpc.hygiene import check_message
 
 
-def add_service(server: grpc.aio.Server, service: ServiceDescriptor, servicer: object) -> None:
-    """Serve every method of ``service`` with the same-named method of ``servicer``."""
-    handlers = {method.name: _handler(method, getattr(servicer, method.name)) for method in service.methods}
+def add_service(
+    server: grpc.aio.Server, service: ServiceDescriptor, servicer: object, *, backend: BackendErrors
+) -> None:
+    """Serve every method of ``service`` with the same-named method of ``servicer``; ``backend`` tells
+    which failures of what the servicer calls are transient or timeouts (``schedd_rpc.errors``)."""
+    handlers = {
+        method.name: _handler(method, getattr(servicer, method.name), backend) for method in service.methods
+    }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
 
 
@@ -48,54 +53,64 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
-def _handler(method: MethodDescriptor, behavior: Callable[..., Any]) -> grpc.RpcMethodHandler:
+def _handler(
+    method: MethodDescriptor, behavior: Callable[..., Any], backend: BackendErrors
+) -> grpc.RpcMethodHandler:
     request_class = GetMessageClass(method.input_type)
     serialize = GetMessageClass(method.output_type).SerializeToString
     if method.client_streaming and method.server_streaming:
         return grpc.stream_stream_rpc_method_handler(
-            _bidi(method.name, request_class, behavior),
+            _bidi(method.name, request_class, behavior, backend),
             request_deserializer=_raw,
             response_serializer=serialize,
         )
     if method.client_streaming:
         return grpc.stream_unary_rpc_method_handler(
-            _client_stream(method.name, request_class, behavior),
+            _client_stream(method.name, request_class, behavior, backend),
             request_deserializer=_raw,
             response_serializer=serialize,
         )
     if method.server_streaming:
         return grpc.unary_stream_rpc_method_handler(
-            _server_stream(method.name, request_class, behavior),
+            _server_stream(method.name, request_class, behavior, backend),
             request_deserializer=_raw,
             response_serializer=serialize,
         )
     return grpc.unary_unary_rpc_method_handler(
-        _unary(method.name, request_class, behavior), request_deserializer=_raw, response_serializer=serialize
+        _unary(method.name, request_class, behavior, backend),
+        request_deserializer=_raw,
+        response_serializer=serialize,
     )
 
 
 def _unary(
-    name: str, request_class: type[Message], behavior: Callable[[Message, Any], Awaitable[Message]]
+    name: str,
+    request_class: type[Message],
+    behavior: Callable[[Message, Any], Awaitable[Message]],
+    backend: BackendErrors,
 ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Message]]:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
         try:
             return await behavior(decode(request_class, raw), context)
         except Exception as exc:
-            await abort_for(context, exc, name)
+            await abort_for(context, exc, name, backend)
             raise AssertionError("unreachable") from exc
 
     return handle
 
 
 def _server_stream(
-    name: str, request_class: type[Message], behavior: Callable[[Message, Any], AsyncIterator[Message]]
+    name: str,
+    request_class: type[Message],
+    behavior: Callable[[Message, Any], AsyncIterator[Message]],
+    backend: BackendErrors,
 ) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[Message]]:
     async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Message]:
         try:
             async for response in behavior(decode(request_class, raw), context):
                 yield response
         except Exception as exc:
-            await abort_for(context, exc, name)
+            await abort_for(context, exc, name, backend)
 
     return handle
 
@@ -104,6 +119,7 @@ def _client_stream(
     name: str,
     request_class: type[Message],
     behavior: Callable[[AsyncIterator[Message], Any], Awaitable[Message]],
+    backend: BackendErrors,
 ) -> Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], Awaitable[Message]]:
     async def handle(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> Message:
         async def decoded() -> AsyncIterator[Message]:
@@ -113,7 +129,7 @@ def _client_stream(
         try:
             return await behavior(decoded(), context)
         except Exception as exc:
-            await abort_for(context, exc, name)
+            await abort_for(context, exc, name, backend)
             raise AssertionError("unreachable") from exc
 
     return handle
@@ -123,6 +139,7 @@ def _bidi(
     name: str,
     request_class: type[Message],
     behavior: Callable[[AsyncIterator[Message], Any], AsyncIterator[Message]],
+    backend: BackendErrors,
 ) -> Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], AsyncIterator[Message]]:
     async def handle(
         requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
@@ -135,6 +152,6 @@ def _bidi(
             async for response in behavior(decoded(), context):
                 yield response
         except Exception as exc:
-            await abort_for(context, exc, name)
+            await abort_for(context, exc, name, backend)
 
     return handle

@@ -27,8 +27,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from schedd_auth.audit import AuditRecord
 from schedd_core.errors import InvalidArgument
-from schedd_store.audit import AuditRecord
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The idempotency key of a mutating request: its ``request_id`` and a hash of everything else in it."""
+"""Making the idempotency key (``schedd_core.request_key``) of a mutating request."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 from google.protobuf.message import Message
 
-from schedd_store.requests import RequestKey
+from schedd_core.request_key import RequestKey
 
 
 def request_key(request: Message) -> RequestKey | None:

@@ -3,31 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_auth.audit import AuditRecord
 from schedd_store import statements as sql
 
 #: Longest text kept per field (a detail is an error message, which the api already bounds).
 MAX_FIELD_CHARS = 500
-
-
-@dataclass(frozen=True)
-class AuditRecord:
-    principal: str
-    role: str
-    method: str
-    code: str
-    resource: str = ""
-    request_id: str = ""
-    detail: str = ""
-    peer: str = ""
-    #: How many calls the row stands for: 1, or more for a window of repeated refusals.
-    count: int = 1
-    id: int = 0
-    at: datetime | None = None
 
 
 async def record(engine: AsyncEngine, entry: AuditRecord) -> None:

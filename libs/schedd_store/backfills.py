@@ -19,12 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.backfill_plan import PlannedInterval, Reprocess, Strategy
 from schedd_core.errors import AlreadyExists, FailedPrecondition, NotFound, quote
+from schedd_core.request_key import RequestKey
 from schedd_core.states import BackfillState
 from schedd_faults import FaultPoints
 from schedd_store import control
 from schedd_store import statements as sql
 from schedd_store.records import BackfillProgress, BackfillRecord
-from schedd_store.requests import RequestKey, claim_request, constraint_error, record_resource
+from schedd_store.requests import claim_request, constraint_error, record_resource
 
 CREATE_BACKFILL = "CreateBackfill"
 

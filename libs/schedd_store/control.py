@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArgument, NotFound, quote
 from schedd_core.graph import DagGraph
+from schedd_core.request_key import RequestKey
 from schedd_core.states import RUN_FINISHED, WAITING_TO_RUN, RunState, TaskState, allowed_task_sources
 from schedd_faults import FaultPoints
 from schedd_store import channels, run_versions
@@ -35,7 +36,7 @@ from schedd_store import statements as sql
 from schedd_store.instance_lookup import missing_instance
 from schedd_store.instance_selection import keys_in_order, to_clear, to_reevaluate
 from schedd_store.records import parse_spec
-from schedd_store.requests import RequestKey, earlier_outcome, record_outcome
+from schedd_store.requests import earlier_outcome, record_outcome
 
 CANCEL_RUN = "CancelRun"
 CLEAR_TASK_INSTANCES = "ClearTaskInstances"

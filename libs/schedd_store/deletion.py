@@ -12,10 +12,11 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.errors import FailedPrecondition, NotFound, quote
+from schedd_core.request_key import RequestKey
 from schedd_store import channels, control
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
-from schedd_store.requests import RequestKey, earlier_outcome, record_outcome
+from schedd_store.requests import earlier_outcome, record_outcome
 
 DELETE_DAG = "DeleteDag"
 DELETE_RUN = "DeleteRun"

@@ -18,56 +18,21 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
+from schedd_core.log_lines import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import WorkerState
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.report_status import ReportStatus as ReportStatus
 from schedd_store.report_status import recorded_outcomes, report_status
+from schedd_store.reports import AttemptResult as AttemptResult
 from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
-
-#: Captured output kept per attempt, counted by the store (``task_attempts.log_bytes``); chunks that
-#: would pass it are dropped.
-MAX_LOG_BYTES_PER_ATTEMPT = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class ClaimedAttempt:
-    ti_id: int
-    task_id: str
-    try_number: int
-    attempt_id: str
-    dag_id: str
-    run_id: str
-    run_pk: int
-    logical_date: datetime
-    dag_version_id: int
-    conf: dict[str, Any]
-    #: Whether any task of the run stored a result (there may be upstream results to hand out).
-    run_has_results: bool = False
-    #: The worker the attempt was claimed for.
-    worker_id: str = ""
-    run_type: str = "manual"
-    #: The data interval of a scheduled or backfill run.
-    data_interval_start: datetime | None = None
-    data_interval_end: datetime | None = None
-    #: When the task instance was queued (None for rows queued before that was recorded).
-    queued_at: datetime | None = None
-    #: The run's ``traceparent`` ("" for an untraced run).
-    trace_context: str = ""
-    #: A reschedule-mode sensor: when the first poke of its current try started (None for the first).
-    first_poke_at: datetime | None = None
-    #: Which instance of a mapped task this is; -1 for a task that is not mapped.
-    map_index: int = -1
-    #: The attempt's commit secret (only its SHA-256 is stored): a transactional task proves with it
-    #: that it commits its own attempt. Handed to that attempt's process alone, never logged.
-    commit_secret: str = field(default="", repr=False)
 
 
 class Outcome(enum.Enum):
@@ -75,32 +40,6 @@ class Outcome(enum.Enum):
     FAILED = "failed"
     #: The worker stopped the attempt before it finished; it is lost and runs again.
     ABANDONED = "abandoned"
-
-
-@dataclass(frozen=True)
-class AttemptResult:
-    """A worker's report of how an attempt ended; applied only to that whole attempt (task instance,
-    try number and attempt id), and only if ``worker_id`` (the reporting stream's worker) holds it."""
-
-    worker_id: str
-    ti_id: int
-    attempt_id: str
-    try_number: int
-    succeeded: bool
-    exit_code: int
-    error: str
-    ended_at: datetime
-    #: When the worker started the attempt's process; None keeps the claim time.
-    started_at: datetime | None = None
-    #: JSON of the value the task returned; "" for none.
-    result_json: str = ""
-    abandoned: bool = False
-    #: A failure that running again cannot fix (the task's module does not import): no retry.
-    no_retry: bool = False
-    #: A reschedule-mode sensor's poke said "not yet": it pokes again then, in the same try.
-    reschedule_at: datetime | None = None
-    #: A soft-fail sensor passed its timeout: the task is skipped.
-    skipped: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 #: SQLSTATEs (and classes) that say "try again": connection trouble, a server starting or shutting
 #: down, too many connections, a serialization failure or a deadlock.
 TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+#: The SQLSTATE of a statement cancelled by ``statement_timeout``.
+STATEMENT_TIMEOUT_SQLSTATE = "57014"
 
 
 def make_engine(
@@ -53,11 +55,6 @@ def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         raise DisconnectionError("the server closed this pooled connection")
 
 
-def asyncpg_dsn(database_url: str) -> str:
-    """The plain libpq-style DSN asyncpg expects, from a SQLAlchemy URL."""
-    return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` says the database could not do it *now* (try again), rather than that what
     was asked is wrong: a broken or refused connection, a restart, a deadlock."""
@@ -68,3 +65,23 @@ def is_transient(exc: BaseException) -> bool:
             return True
         return str(getattr(exc.orig, "sqlstate", "") or "").startswith(TRANSIENT_SQLSTATES)
     return False
+
+
+def is_statement_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` says PostgreSQL cancelled a statement that ran past ``statement_timeout``."""
+    return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) == STATEMENT_TIMEOUT_SQLSTATE
+
+
+class DatabaseErrors:
+    """The database's failures as the gRPC servers' error table tells them apart
+    (``schedd_rpc.errors.BackendErrors``): transient ones become UNAVAILABLE, statement timeouts
+    DEADLINE_EXCEEDED."""
+
+    def is_transient(self, exc: BaseException) -> bool:
+        return is_transient(exc)
+
+    def is_timeout(self, exc: BaseException) -> bool:
+        return is_statement_timeout(exc)
+
+
+DATABASE_ERRORS = DatabaseErrors()

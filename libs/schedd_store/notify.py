@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from schedd_store.engine import asyncpg_dsn
+from schedd_core.database_url import asyncpg_dsn
 
 log = logging.getLogger(__name__)
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from schedd_store import statements as sql
+from schedd_store.reports import AttemptResult
 from schedd_store.sensors import recorded_state
-
-if TYPE_CHECKING:
-    from schedd_store.dispatch import AttemptResult
 
 
 class ReportStatus(enum.Enum):

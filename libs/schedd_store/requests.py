@@ -16,24 +16,16 @@ means, instead of guessing from ``ON CONFLICT DO NOTHING``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from schedd_core.errors import AlreadyExists, InvalidArgument, ScheddError, quote
+from schedd_core.request_key import RequestKey
 from schedd_store import statements as sql
 
 #: What a request id may look like.
 MAX_REQUEST_ID_CHARS = 200
-
-
-@dataclass(frozen=True)
-class RequestKey:
-    """A request id and the hash of the body it came with."""
-
-    request_id: str
-    body_hash: str
 
 
 async def claim_request(conn: AsyncConnection, method: str, request_id: str, body_hash: str) -> str | None:

@@ -14,10 +14,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd_core.errors import AlreadyExists, NotFound, quote
 from schedd_core.graph import DagGraph
 from schedd_core.mapping import UNMAPPED, split_key
+from schedd_core.request_key import RequestKey
 from schedd_store import statements as sql
 from schedd_store.instance_lookup import missing_instance
 from schedd_store.records import RunRecord, TaskInstanceRecord, parse_spec
-from schedd_store.requests import RequestKey, claim_request, constraint_error, record_resource
+from schedd_store.requests import claim_request, constraint_error, record_resource
 
 CREATE_RUN = "CreateRun"
 

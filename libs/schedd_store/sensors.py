@@ -13,15 +13,12 @@ worker must then claim it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from schedd_core.states import AttemptState, TaskState
 from schedd_store import statements as sql
-
-if TYPE_CHECKING:
-    from schedd_store.dispatch import AttemptResult
+from schedd_store.reports import AttemptResult
 
 
 def is_sensor_outcome(result: AttemptResult) -> bool:

@@ -10,6 +10,7 @@ from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
 from schedd_api.paging import keyset_token, page_size
 from schedd_auth import principal
+from schedd_auth.audit import AuditRecord
 from schedd_core.errors import InvalidArgument
 from schedd_rpc import convert, names
 from schedd_store import audit, tokens
@@ -31,7 +32,7 @@ def _token(record: tokens.TokenRecord) -> pb.ApiToken:
     )
 
 
-def _record(entry: audit.AuditRecord) -> pb.AuditRecord:
+def _record(entry: AuditRecord) -> pb.AuditRecord:
     return pb.AuditRecord(
         id=entry.id,
         time=convert.ts(entry.at),

@@ -10,6 +10,7 @@ from schedd_core.backfill_plan import Reprocess, Strategy, backfill_intervals
 from schedd_core.clock import Clock
 from schedd_core.errors import FailedPrecondition, InvalidArgument, quote
 from schedd_core.params import check_run_params
+from schedd_core.request_key import RequestKey
 from schedd_core.schedule_plan import ScheduleState, upcoming_intervals
 from schedd_core.spec import MAX_PARAMS_BYTES
 from schedd_core.timetable_spec import timetable_of
@@ -19,7 +20,6 @@ from schedd_store import backfills, schedules
 from schedd_store import dags as dag_store
 from schedd_store.backfills import BackfillOptions
 from schedd_store.records import BackfillRecord
-from schedd_store.requests import RequestKey
 
 DEFAULT_MAX_ACTIVE_RUNS = 4
 DEFAULT_CHUNK_SIZE = 10

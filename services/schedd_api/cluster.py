@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.metadata
 from dataclasses import dataclass
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_coord.client import EtcdClient
@@ -43,10 +42,3 @@ def release() -> str:
         return importlib.metadata.version("schedd")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-async def schema_revision(engine: AsyncEngine) -> str:
-    """The Alembic revision the database is at ('' before the first migration)."""
-    async with engine.connect() as conn:
-        row = (await conn.execute(text("SELECT version_num FROM alembic_version"))).first()
-    return str(row[0]) if row else ""

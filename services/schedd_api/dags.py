@@ -7,10 +7,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.bundle_archive import check_sha256
 from schedd_core.errors import FailedPrecondition, NotFound
+from schedd_core.request_key import RequestKey
 from schedd_core.spec import canonical, validate_spec, version_hash
 from schedd_core.timetable_spec import resolve_cron_semantics, schedule_key
 from schedd_store import bundles, dags, pools
-from schedd_store.requests import RequestKey
 
 
 async def register(

@@ -19,6 +19,7 @@ from schedd_store import backfills as backfill_store
 from schedd_store import deletion
 from schedd_store import pools as pool_store
 from schedd_store import workers as worker_store
+from schedd_store.observe import schema_revision
 
 
 class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
@@ -155,5 +156,5 @@ class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):
         return api_pb2.Version(
             version=cluster.release(),
             api="schedd.v1",
-            schema_revision=await cluster.schema_revision(self._engine),
+            schema_revision=await schema_revision(self._engine),
         )

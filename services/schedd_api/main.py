@@ -40,7 +40,8 @@ from schedd_rpc.server import (
 from schedd_rpc.stream_limits import StreamCaps, StreamLimits
 from schedd_rpc.tls import ServerTLS
 from schedd_store import bootstrap_token, channels
-from schedd_store.engine import make_engine
+from schedd_store.callers import StoredCallers
+from schedd_store.engine import DATABASE_ERRORS, make_engine
 from schedd_store.notify import Listener
 from schedd_telemetry import tracing
 from schedd_telemetry.grpc_spans import ServerSpanInterceptor
@@ -114,14 +115,14 @@ async def serve(config: ApiConfig) -> None:
 
     def register(server: grpc.aio.Server) -> None:
         for name, servicer in servicers.items():
-            add_service(server, api_pb2.DESCRIPTOR.services_by_name[name], servicer)
+            add_service(server, api_pb2.DESCRIPTOR.services_by_name[name], servicer, backend=DATABASE_ERRORS)
 
     if config.bootstrap_token:
         await ensure_bootstrap_token(config)
     if not config.auth:
         warn_auth_disabled("api")
     access = AccessInterceptor(
-        engine,
+        StoredCallers(engine),
         api_pb2.DESCRIPTOR.services_by_name.values(),
         enabled=config.auth,
         refusal_window=window_from_env(os.environ),

@@ -12,11 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
 from schedd_core.params import check_run_params
+from schedd_core.request_key import RequestKey
 from schedd_core.spec import MAX_PARAMS_BYTES, check_id
 from schedd_core.states import RunType
 from schedd_store import dags, runs
 from schedd_store.records import RunRecord
-from schedd_store.requests import RequestKey
 from schedd_store.schedules import run_id_for
 from schedd_telemetry import tracing
 

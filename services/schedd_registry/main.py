@@ -36,7 +36,9 @@ from schedd_rpc.server import (
 )
 from schedd_rpc.tls import ServerTLS
 from schedd_store import channels
-from schedd_store.engine import make_engine
+from schedd_store.callers import StoredCallers
+from schedd_store.claims import AssignmentClaims
+from schedd_store.engine import DATABASE_ERRORS, make_engine
 from schedd_store.notify import Listener
 from schedd_telemetry.setup import setup_telemetry
 
@@ -58,7 +60,7 @@ async def serve(config: RegistryConfig) -> None:
 
     dispatcher = Dispatcher(
         engine,
-        AssignmentBuilder(engine),
+        AssignmentBuilder(AssignmentClaims(engine)),
         claim_batch=config.claim_batch,
         on_assigned=claimed,
         silent_after=config.windows.ack_window,
@@ -81,11 +83,18 @@ async def serve(config: RegistryConfig) -> None:
     )
 
     def register(server: grpc.aio.Server) -> None:
-        add_service(server, worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"], servicer)
+        add_service(
+            server,
+            worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"],
+            servicer,
+            backend=DATABASE_ERRORS,
+        )
 
     if not config.auth:
         warn_auth_disabled("registry")
-    access = AccessInterceptor(engine, worker_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth)
+    access = AccessInterceptor(
+        StoredCallers(engine), worker_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth
+    )
     server, health = make_server(
         config.listen,
         SERVICES,

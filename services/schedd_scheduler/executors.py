@@ -41,6 +41,7 @@ from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
 from schedd_store import bundles, dispatch
 from schedd_store.batching import Batcher
+from schedd_store.claims import AssignmentClaims
 from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
 from schedd_store.engine import is_transient
 
@@ -92,7 +93,7 @@ class LocalExecutor:
         self._parallelism = parallelism
         self._queues = list(queues)
         self._windows = windows or AttemptWindows()
-        self._builder = AssignmentBuilder(engine)
+        self._builder = AssignmentBuilder(AssignmentClaims(engine))
         self._wake = asyncio.Event()
         self._results: Batcher[AttemptResult, ReportStatus] = Batcher(
             "local-results", lambda batch: dispatch.apply_results(engine, batch)

@@ -22,7 +22,6 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_coord.client import EtcdClient
@@ -313,9 +312,3 @@ async def _first(task: asyncio.Task[object], *events: asyncio.Event) -> object:
     if task in done:
         return task
     return next(event for waiter, event in waiters.items() if waiter in done)
-
-
-async def warm_up(engine: AsyncEngine) -> None:
-    """Open the database pool before leading, so the first pass after winning is fast."""
-    async with engine.connect() as conn:
-        await conn.execute(text("SELECT 1"))

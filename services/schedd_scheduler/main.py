@@ -21,12 +21,13 @@ from schedd_faults import FaultPoints
 from schedd_rpc.server import stop_signals
 from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.executors import ExecutorKind, make_executor
-from schedd_scheduler.leadership import Replica, warm_up
+from schedd_scheduler.leadership import Replica
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
+from schedd_store.observe import warm_up
 from schedd_store.retention import DAY, Retention
 from schedd_telemetry.setup import setup_telemetry
 

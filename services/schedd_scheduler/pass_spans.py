@@ -18,18 +18,10 @@ import time
 from opentelemetry.trace import SpanKind
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_store.statements.guards import _sql
+from schedd_store.observe import traced_runs_of
 from schedd_telemetry import tracing
 
 log = logging.getLogger(__name__)
-
-QUEUED_IN_TRACED_RUNS = _sql(
-    "SELECT r.dag_id, r.run_id, r.trace_context, array_agg(ti.task_id ORDER BY ti.task_id) AS task_ids "
-    "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
-    "WHERE ti.id = ANY(CAST(:ids AS bigint[])) AND r.trace_context IS NOT NULL "
-    "AND ti.state IN ('queued', 'running', 'success', 'failed', 'up_for_retry') "
-    "GROUP BY r.dag_id, r.run_id, r.trace_context"
-)
 
 
 class PassSpans:
@@ -51,8 +43,7 @@ class PassSpans:
 
     async def _record(self, ids: list[int], started: int, ended: int) -> None:
         try:
-            async with self._engine.connect() as conn:
-                rows = (await conn.execute(QUEUED_IN_TRACED_RUNS, {"ids": ids})).all()
+            rows = await traced_runs_of(self._engine, ids)
         except Exception as exc:
             log.debug("no pass spans: %s", exc)
             return
@@ -68,7 +59,7 @@ class PassSpans:
                 attributes={
                     "schedd.dag_id": row.dag_id,
                     "schedd.run_id": row.run_id,
-                    "schedd.task_ids": list(row.task_ids),
+                    "schedd.task_ids": row.task_ids,
                 },
             )
             span.end(end_time=ended)

@@ -25,7 +25,7 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import grpc
 
 from schedd_coord.client import EtcdClient
-from schedd_store.engine import asyncpg_dsn
+from schedd_core.database_url import asyncpg_dsn
 
 _ECHO = "/floor.Echo/"
 

@@ -12,9 +12,9 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.database_url import asyncpg_dsn
 from schedd_devstack.services import Cluster
 from schedd_store import channels
-from schedd_store.engine import asyncpg_dsn
 from tests.benchmarks.common import NOOP, percentile, register, schedctl
 
 

@@ -8,7 +8,7 @@ import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import pytest
 from alembic import command
 
-from schedd_store.engine import asyncpg_dsn
+from schedd_core.database_url import asyncpg_dsn
 from schedd_store.migrate import alembic_config
 
 pytestmark = pytest.mark.integration

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.claims import ClaimedAttempt
 from schedd_core.states import TaskState
 from schedd_store import control, dags, dispatch, occupancy, runs
 from schedd_store.dispatch import AttemptResult
@@ -25,7 +26,7 @@ async def assert_counters_match(engine: AsyncEngine) -> None:
         assert await occupancy.counted(conn) == await occupancy.recount(conn)
 
 
-async def report(engine: AsyncEngine, claimed: list[dispatch.ClaimedAttempt], rng: random.Random) -> None:
+async def report(engine: AsyncEngine, claimed: list[ClaimedAttempt], rng: random.Random) -> None:
     await dispatch.apply_results(
         engine,
         [

@@ -170,8 +170,8 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
 
 async def test_create_run_is_idempotent_per_request_id(engine: AsyncEngine) -> None:
     from schedd_core.errors import AlreadyExists
+    from schedd_core.request_key import RequestKey
     from schedd_store import dags
-    from schedd_store.requests import RequestKey
 
     await dags.register_dag(engine, spec("one", {"a": []}))
     when = datetime.now(UTC)

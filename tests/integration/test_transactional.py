@@ -10,9 +10,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.claims import ClaimedAttempt
+from schedd_core.database_url import asyncpg_dsn
 from schedd_exec.transactional import StaleAttemptRolledBack, run_in_transaction
 from schedd_store import dispatch
-from schedd_store.engine import asyncpg_dsn
 from tests.integration import tx_tasks
 
 from .helpers import leading_loop, registered_run, spec
@@ -20,7 +21,7 @@ from .helpers import leading_loop, registered_run, spec
 pytestmark = pytest.mark.integration
 
 
-async def _running_attempt(engine: AsyncEngine) -> dispatch.ClaimedAttempt:
+async def _running_attempt(engine: AsyncEngine) -> ClaimedAttempt:
     dag = spec("tx", {"a": []})
     dag.tasks[0].ClearField("shell")
     dag.tasks[0].python.CopyFrom(pb.PythonCallable(target="tests.integration.tx_tasks:write_row"))
@@ -33,9 +34,7 @@ async def _running_attempt(engine: AsyncEngine) -> dispatch.ClaimedAttempt:
     return claimed
 
 
-def _transaction(
-    url: str, claimed: dispatch.ClaimedAttempt, attempt_id: str | None = None
-) -> dict[str, object]:
+def _transaction(url: str, claimed: ClaimedAttempt, attempt_id: str | None = None) -> dict[str, object]:
     return {
         "dsn": asyncpg_dsn(url),
         "ti_id": claimed.ti_id,

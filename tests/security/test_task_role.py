@@ -25,9 +25,9 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import pytest
 
+from schedd_core.database_url import asyncpg_dsn
 from schedd_devstack.services import Cluster
 from schedd_store import channels
-from schedd_store.engine import asyncpg_dsn
 from tests.fixtures.services import cluster_on_own_database, schedctl
 
 pytestmark = pytest.mark.e2e

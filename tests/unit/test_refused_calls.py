@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from schedd_auth.audit import AuditRecord
 from schedd_core.errors import InvalidArgument
 from schedd_rpc.refused_calls import ANY_PEER, RefusedCalls, peer_host, window_from_env
 from schedd_rpc.stream_limits import IN_TOTAL_ENV, OverCap, StreamCaps, StreamLimits
-from schedd_store.audit import AuditRecord
 
 
 class Clock:

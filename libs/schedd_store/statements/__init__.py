@@ -35,4 +35,3 @@ from schedd_store.statements.runs import *  # noqa: F403
 from schedd_store.statements.schedules import *  # noqa: F403
 from schedd_store.statements.scheduling import *  # noqa: F403
 from schedd_store.statements.sensors import *  # noqa: F403
-from schedd_store.statements.transactional import *  # noqa: F403
