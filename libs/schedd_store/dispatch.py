@@ -25,16 +25,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.errors import FailedPrecondition, quote
+from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT as MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import WorkerState
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.report_status import ReportStatus as ReportStatus
 from schedd_store.report_status import recorded_outcomes, report_status
 from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
-
-#: Captured output kept per attempt, counted by the store (``task_attempts.log_bytes``); chunks that
-#: would pass it are dropped.
-MAX_LOG_BYTES_PER_ATTEMPT = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)

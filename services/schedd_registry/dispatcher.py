@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
+from schedd_core.limits import MAX_ASSIGNMENT_BYTES
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_faults import FaultPoints
 from schedd_registry.sessions import WorkerSession
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 
 #: Most bytes of assignments in one message to a worker.
 BATCH_BYTES = 2 * 1024 * 1024
-#: Largest assignment sent; workers accept messages up to twice that.
-MAX_ASSIGNMENT_BYTES = 8 * 1024 * 1024
 
 
 class Dispatcher:

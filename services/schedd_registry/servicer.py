@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
 from schedd_core.errors import InvalidArgument, PermissionDenied, quote
+from schedd_core.limits import MAX_ERROR_CHARS, MAX_LOG_CHUNK_BYTES, MAX_RESULT_BYTES
 from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
 from schedd_registry.bundles import stream_bundle
@@ -48,11 +49,6 @@ _ACK_CODE = {
     ReportStatus.NOT_HELD: grpc.StatusCode.PERMISSION_DENIED,
 }
 
-MAX_ERROR_CHARS = 4000
-#: Largest value (JSON) a task may return; the same limit as a Python task's in the worker.
-MAX_RESULT_BYTES = 64 * 1024
-#: Largest chunk of output stored; the worker sends at most 64 KiB at a time.
-MAX_LOG_CHUNK_BYTES = 256 * 1024
 #: Longest pause between two tries of writing a result.
 MAX_RETRY_DELAY = 2.0
 

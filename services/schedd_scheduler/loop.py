@@ -43,7 +43,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd_core.deadlines import run_timed_out, waits_for_time
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.graph import DagGraph
-from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH, MapLengths, RunPlan, plan_run, plan_timeout
+from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
+from schedd_core.planner import MapLengths, RunPlan, plan_run, plan_timeout
 from schedd_core.states import TASK_FINISHED, TaskState
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics

@@ -31,6 +31,7 @@ from google.protobuf.json_format import MessageToDict
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_core.clock import SystemClock
+from schedd_core.limits import WORKER_MAX_RECEIVE_BYTES
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.attempt_fence import AttemptFence
 from schedd_exec.attempt_log import AttemptLogs, LogText
@@ -52,8 +53,7 @@ _OUTCOME = {True: worker_pb2.TASK_OUTCOME_SUCCEEDED, False: worker_pb2.TASK_OUTC
 SHUTDOWN_STEP_SECONDS = 5.0
 FINAL_ACK_WAIT = 10.0
 _CHANNEL_OPTIONS = [
-    # Registries send at most 8 MiB in one assignment (schedd_registry.dispatcher).
-    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.max_receive_message_length", WORKER_MAX_RECEIVE_BYTES),
     ("grpc.keepalive_time_ms", 2000),
     ("grpc.keepalive_timeout_ms", 2000),
     ("grpc.keepalive_permit_without_calls", 1),
