@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
+from schedd_core.backoff import Backoff
 from schedd_core.limits import MAX_ASSIGNMENT_BYTES
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_faults import FaultPoints
@@ -89,17 +90,16 @@ class Dispatcher:
     async def run(self) -> None:
         """Dispatch rounds until cancelled. A round that fails (the database restarting, say) is tried
         again with backoff: queued work is never left waiting for the next wake-up."""
-        delay = 0.05
+        backoff = Backoff(0.05, 2.0)
         while True:
             await self._wake.wait()
             self._wake.clear()
             try:
                 more = await self._round()
-                delay = 0.05
+                backoff.reset()
             except Exception as exc:
-                log.warning("dispatch round failed (%s); again in %.2fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                log.warning("dispatch round failed (%s); again in %.2fs", exc, backoff.delay)
+                await asyncio.sleep(backoff.take())
                 more = True
             if more:
                 self._wake.set()

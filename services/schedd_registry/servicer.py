@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
+from schedd_core.backoff import Backoff, retry
 from schedd_core.errors import InvalidArgument, PermissionDenied, quote
 from schedd_core.limits import MAX_ERROR_CHARS, MAX_LOG_CHUNK_BYTES, MAX_RESULT_BYTES
 from schedd_core.permits import AttemptWindows
@@ -285,17 +286,17 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             else None,
             skipped=result.outcome == worker_pb2.TASK_OUTCOME_SKIPPED,
         )
-        delay = 0.05
-        while True:
-            try:
-                status = await self.results.submit(item)
-                break
-            except Exception as exc:
-                if session.closed:
-                    return  # the worker keeps the result and sends it again on its next stream
-                log.warning("result of attempt %s not stored yet (%s); retrying", item.attempt_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_RETRY_DELAY)
+        try:
+            status = await retry(
+                lambda: self.results.submit(item),
+                Backoff(0.05, MAX_RETRY_DELAY),
+                retry_on=lambda _exc: not session.closed,
+                on_failure=lambda exc, _wait: log.warning(
+                    "result of attempt %s not stored yet (%s); retrying", item.attempt_id, exc
+                ),
+            )
+        except Exception:
+            return  # the stream closed: the worker keeps the result and sends it again on its next one
         if status == ReportStatus.APPLIED and self.on_applied is not None:
             self.on_applied(result)
         code = _ACK_CODE[status]

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.backoff import Backoff
 from schedd_core.deadlines import run_timed_out, waits_for_time
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.graph import DagGraph
@@ -96,7 +97,7 @@ class SchedulingLoop:
         self._stopping = asyncio.Event()
         #: Set once the first pass of the term (a full scan) has committed.
         self.first_pass_done = asyncio.Event()
-        self._retry_delay = 0.05
+        self._retry = Backoff(0.05, 2.0)
         self._strikes: dict[int, int] = {}
         self._cache = RunCache()
         self.passes = 0
@@ -133,8 +134,7 @@ class SchedulingLoop:
                         raise
                     log.warning("cannot list the unfinished runs (%s); again shortly", exc)
                     self._pending.request_full_scan()
-                    await asyncio.sleep(self._retry_delay)
-                    self._retry_delay = min(self._retry_delay * 2, 2.0)
+                    await asyncio.sleep(self._retry.take())
                     continue
                 _, taken = self._pending.take(self._batch_size)
             await self.evaluate(taken)
@@ -161,8 +161,7 @@ class SchedulingLoop:
                 # committed; the same runs are tried again after a short pause.
                 log.warning("pass failed, retrying: %s", exc)
                 self._pending.add(run_pks)
-                await asyncio.sleep(self._retry_delay)
-                self._retry_delay = min(self._retry_delay * 2, 2.0)
+                await asyncio.sleep(self._retry.take())
                 return 0
             return await self._isolate(run_pks, exc)
 
@@ -203,7 +202,7 @@ class SchedulingLoop:
             self._forget(list(requests))
             self._pending.add(list(requests))
             return 0
-        self._retry_delay = 0.05
+        self._retry.reset()
         for run in evaluated:
             self._strikes.pop(run.pk, None)
             if run.pk in outcome.finished_runs or run.pk in outcome.expanded_runs:

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import random
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 
@@ -30,6 +29,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
+from schedd_core.backoff import Backoff
 from schedd_core.clock import SystemClock
 from schedd_core.limits import WORKER_MAX_RECEIVE_BYTES
 from schedd_core.permits import AttemptWindows, Permit
@@ -169,24 +169,23 @@ class WorkerAgent:
         return grpc.aio.secure_channel(registry, tls.credentials(), options=_CHANNEL_OPTIONS)
 
     async def _connect_forever(self) -> None:
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0, jitter=0.5)
         for registry in itertools.cycle(self._config.registries):
             try:
                 async with self._channel(registry) as channel:
                     await self._session(worker_pb2_grpc.WorkerRegistryStub(channel))
-                    delay = 0.1
+                    backoff.reset()
             except grpc.aio.AioRpcError as exc:
                 log.warning(
                     "stream to registry %s broke: %s %s; reconnecting in %.1fs",
                     registry,
                     exc.code().name,
                     exc.details(),
-                    delay,
+                    backoff.delay,
                 )
             finally:
                 self._outgoing = None
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(backoff.take())
 
     async def _session(self, stub: worker_pb2_grpc.WorkerRegistryStub) -> None:
         outgoing: asyncio.Queue[worker_pb2.WorkerMessage] = asyncio.Queue()
