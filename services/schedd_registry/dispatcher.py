@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff
+from schedd_core.clock import Clock, SystemClock
 from schedd_core.limits import MAX_ASSIGNMENT_BYTES
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_faults import FaultPoints
@@ -51,8 +50,11 @@ class Dispatcher:
         on_assigned: Callable[[Sequence[worker_pb2.Assignment]], None] | None = None,
         silent_after: float = 15.0,
         faults: FaultPoints | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: where the times the dispatcher reads come from (the system's when None)."""
         self._engine = engine
+        self._clock = clock or SystemClock()
         self._builder = builder
         self._claim_batch = claim_batch
         self._on_assigned = on_assigned
@@ -114,7 +116,7 @@ class Dispatcher:
         for session in sessions[self._turn :] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
-            if time.monotonic() - session.last_heard > self._silent_after:
+            if self._clock.monotonic() - session.last_heard > self._silent_after:
                 continue  # not heard for a while (frozen, cut off): it could not start the work anyway
             groups.setdefault(tuple(sorted(session.queues)), []).append(session)
         more = False
@@ -153,7 +155,7 @@ class Dispatcher:
 
     async def _fail_undeliverable(self, assignments: list[tuple[str, worker_pb2.Assignment]]) -> None:
         """Fail attempts claimed for a worker (the first of each pair) that cannot be sent to it."""
-        now = datetime.now(UTC)
+        now = self._clock.now()
         results = [
             AttemptResult(
                 worker_id=worker_id,

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
 from schedd_core.backoff import Backoff, retry
+from schedd_core.clock import Clock, SystemClock
 from schedd_core.errors import InvalidArgument, PermissionDenied, quote
 from schedd_core.limits import MAX_ERROR_CHARS, MAX_LOG_CHUNK_BYTES, MAX_RESULT_BYTES
 from schedd_core.permits import AttemptWindows
@@ -55,8 +55,17 @@ MAX_RETRY_DELAY = 2.0
 
 
 class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
-    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, config: RegistryConfig) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        dispatcher: Dispatcher,
+        config: RegistryConfig,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        """``clock``: where the times the servicer reads come from (the system's when None)."""
         self._engine = engine
+        self._clock = clock or SystemClock()
         self._dispatcher = dispatcher
         self._config = config
         self.results: Batcher[AttemptResult, ReportStatus] = Batcher(
@@ -119,7 +128,11 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         kill_grace = hello.kill_grace.ToTimedelta().total_seconds()
         drain = await self._register(hello, windows, kill_grace)
         session = WorkerSession(
-            worker_id=hello.worker_id, queues=queues, capacity=hello.capacity, incarnation=hello.incarnation
+            worker_id=hello.worker_id,
+            queues=queues,
+            capacity=hello.capacity,
+            incarnation=hello.incarnation,
+            last_heard=self._clock.monotonic(),
         )
         self._dispatcher.attach(session)
         log.info(
@@ -247,7 +260,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         except Exception as exc:
             log.warning("heartbeat of worker %s not stored: %s", session.worker_id, exc)
             return
-        session.last_heard = time.monotonic()
+        session.last_heard = self._clock.monotonic()
         session.send(
             worker_pb2.RegistryMessage(heartbeat_ack=worker_pb2.HeartbeatAck(sequence=heartbeat.sequence))
         )
