@@ -29,13 +29,8 @@ from pathlib import PurePosixPath
 from typing import NoReturn
 
 from schedd_core.errors import InvalidArgument, ScheddError
+from schedd_core.limits import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES, MAX_UNPACKED_BYTES
 
-#: Largest archive (the tar, headers included) a bundle may be.
-MAX_ARCHIVE_BYTES = 16 * 1024 * 1024
-#: Most files one bundle may hold.
-MAX_FILES = 10_000
-#: Most bytes a bundle's files may total once unpacked (an archive of plain files is never larger).
-MAX_UNPACKED_BYTES = MAX_ARCHIVE_BYTES
 #: Header types of plain members: regular files (old and new style) and directories.
 _PLAIN_TYPES = frozenset({tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE})
 #: Headers a member may start with: its own, or a PAX header of its own (``x``).
@@ -50,7 +45,7 @@ class BundleError(ScheddError):
 
 
 class BundleTooLarge(BundleError):
-    """A bundle's archive would pass :data:`MAX_ARCHIVE_BYTES` or :data:`MAX_FILES`."""
+    """A bundle's archive would pass :data:`MAX_ARCHIVE_BYTES` or :data:`MAX_ARCHIVE_FILES`."""
 
 
 def archive_sha256(archive: bytes) -> str:
@@ -73,13 +68,13 @@ class ArchiveLimits:
     """Caps on what one archive may unpack to; the defaults are also the most a server accepts."""
 
     #: Most members (files and directories) one archive may hold.
-    max_files: int = MAX_FILES
+    max_files: int = MAX_ARCHIVE_FILES
     #: Most bytes its regular files may total once unpacked.
     max_unpacked_bytes: int = MAX_UNPACKED_BYTES
 
     def __post_init__(self) -> None:
-        if not 0 < self.max_files <= MAX_FILES:
-            raise InvalidArgument("SCHEDD_BUNDLE_MAX_FILES", f"must be between 1 and {MAX_FILES}")
+        if not 0 < self.max_files <= MAX_ARCHIVE_FILES:
+            raise InvalidArgument("SCHEDD_BUNDLE_MAX_FILES", f"must be between 1 and {MAX_ARCHIVE_FILES}")
         if not 0 < self.max_unpacked_bytes <= MAX_UNPACKED_BYTES:
             raise InvalidArgument(
                 "SCHEDD_BUNDLE_MAX_UNPACKED_BYTES", f"must be between 1 and {MAX_UNPACKED_BYTES}"

@@ -5,9 +5,7 @@ from __future__ import annotations
 from google.protobuf import duration_pb2
 
 from schedd_core.errors import InvalidArgument
-
-#: The longest duration a spec may give: no value a pass computes from one can overflow a column.
-MAX_DURATION_SECONDS = 366 * 24 * 3600
+from schedd_core.limits import MAX_DURATION_SECONDS
 
 
 def check_duration(field: str, value: duration_pb2.Duration, *, positive: bool = False) -> None:

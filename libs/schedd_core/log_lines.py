@@ -17,10 +17,6 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-#: Captured output kept per attempt, counted by the store (``task_attempts.log_bytes``); chunks that
-#: would pass it are dropped (the worker cuts its own output to fit, ``schedd_exec.attempt_log``).
-MAX_LOG_BYTES_PER_ATTEMPT = 4 * 1024 * 1024
-
 #: The width of a stamp with its trailing space.
 STAMP_WIDTH = len("2026-12-03T13:14:51.123Z ")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from schedd_core.graph import DagGraph
+from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
 from schedd_core.mapping import ExpansionError, expansion_length, instance_key, task_of
 from schedd_core.states import TASK_FINISHED, WAITING_TO_RUN, RunState, TaskState
 from schedd_core.triggers import UpstreamCounts, Verdict, evaluate, evaluate_setups
@@ -92,9 +93,6 @@ _READY_FROM = frozenset({TaskState.NONE, TaskState.SCHEDULED})
 #: What the same task of the previous run must have become for a depends_on_past task to run.
 PAST_OK = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
 
-
-#: Airflow's default ``max_map_length``: the most instances one mapped task may expand into.
-DEFAULT_MAX_MAP_LENGTH = 1024
 
 #: Per mapped task: per expanded argument, its name and its list's length (None: not a list).
 MapLengths = Mapping[str, Sequence[tuple[str, int | None]]]

@@ -18,6 +18,23 @@ from collections.abc import Mapping
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.durations import check_duration
 from schedd_core.errors import InvalidArgument, quote
+from schedd_core.limits import (
+    MAX_CALLBACKS,
+    MAX_COMMAND_BYTES,
+    MAX_CONCURRENCY,
+    MAX_DEPTH,
+    MAX_DESCRIPTION_CHARS,
+    MAX_ENV_BYTES,
+    MAX_ID_CHARS,
+    MAX_PARAMS_BYTES,
+    MAX_PRIORITY_WEIGHT,
+    MAX_RETRIES,
+    MAX_SPEC_BYTES,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TASKS,
+    MAX_URL_CHARS,
+)
 from schedd_core.mapping_spec import check_mapping
 from schedd_core.params import check_param_schemas
 from schedd_core.sensor_spec import check_sensor
@@ -25,24 +42,7 @@ from schedd_core.templates import check_template
 from schedd_core.timetable_spec import timetable_of
 
 #: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.
-ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,249}")
-
-MAX_TASKS = 10_000
-MAX_DEPTH = 1_000
-#: A DAG must fit, with room to spare, in the 4 MiB a default gRPC client accepts in one response.
-MAX_SPEC_BYTES = 3 * 1024 * 1024
-MAX_COMMAND_BYTES = 64 * 1024
-#: Bounds of the numeric options: no value a pass computes from them can overflow a column.
-MAX_RETRIES = 1_000
-MAX_PRIORITY_WEIGHT = 100_000
-MAX_CONCURRENCY = 1_000_000
-MAX_PARAMS_BYTES = 64 * 1024
-MAX_ENV_BYTES = 64 * 1024
-MAX_DESCRIPTION_CHARS = 10_000
-MAX_TAGS = 50
-MAX_TAG_CHARS = 100
-MAX_CALLBACKS = 10
-MAX_URL_CHARS = 2_000
+ID_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{MAX_ID_CHARS - 1}}}")
 
 
 def check_id(field: str, value: str) -> None:
@@ -53,7 +53,7 @@ def check_id(field: str, value: str) -> None:
         raise InvalidArgument(
             field,
             f"{quote(value)} is not a valid id: use letters, digits, '_', '-' or '.', start with a letter or "
-            "digit, at most 250 characters",
+            f"digit, at most {MAX_ID_CHARS} characters",
         )
 
 
@@ -211,7 +211,7 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: dict[str, int] 
         check_id(f"{where}.queue", task.queue)
     env_bytes = 0
     for key, value in task.env.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or len(key) > 250:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or len(key) > MAX_ID_CHARS:
             raise InvalidArgument(f"{where}.env", f"{quote(key)} is not a valid environment variable name")
         env_bytes += len(key.encode()) + len(value.encode())
     if env_bytes > MAX_ENV_BYTES:

@@ -4,7 +4,8 @@ how the attempt failed.
 A worker (and the scheduler's local executor) passes every piece of output of an attempt through
 :meth:`AttemptLogs.output` and the attempt's end through :meth:`AttemptLogs.ended`; each returns the
 pieces of text to store at the attempt's next offsets (none, one, or several: a piece has at most
-``MAX_PIECE_CHARS`` characters, within what a registry takes in one message). Guaranteed:
+``MAX_LOG_PIECE_CHARS`` characters of ``schedd_core.limits``, within what a registry takes in one
+message). Guaranteed:
 
 * Each line is stamped with the time its first character was read (``schedd_core.log_lines``);
   output is decoded as UTF-8 across pieces (a character split between two reads stays whole;
@@ -29,13 +30,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from schedd.v1 import worker_pb2
-from schedd_core.log_lines import MAX_LOG_BYTES_PER_ATTEMPT, LineStamper
+from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT, MAX_LOG_PIECE_CHARS
+from schedd_core.log_lines import LineStamper
 from schedd_exec.outcome import Outcome
 
 #: Bytes of the per-attempt cap kept for the line that says how the attempt failed.
 NOTE_RESERVE = 16 * 1024
-#: Characters in one piece of a log to store.
-MAX_PIECE_CHARS = 64 * 1024
 #: At most this many bytes and lines of the error go into the log (its start).
 MAX_NOTE_BYTES = 8 * 1024
 MAX_NOTE_LINES = 100
@@ -110,8 +110,8 @@ class AttemptLogs:
     @staticmethod
     def _append(log: _Log, text: str) -> list[LogText]:
         pieces = []
-        for start in range(0, len(text), MAX_PIECE_CHARS):
-            piece = text[start : start + MAX_PIECE_CHARS]
+        for start in range(0, len(text), MAX_LOG_PIECE_CHARS):
+            piece = text[start : start + MAX_LOG_PIECE_CHARS]
             pieces.append(LogText(log.size, piece))
             log.size += len(piece.encode())
         return pieces

@@ -16,7 +16,7 @@ Guaranteed:
   ``tests/unit/test_bundle_archive.py::test_packing_is_deterministic`` proves it.
 * Skipped: ``__pycache__`` directories, ``*.pyc`` files, hidden files and directories (a name
   starting with ``.``), and anything that is not a regular file (symbolic links, sockets).
-* Limits: an archive is at most ``MAX_ARCHIVE_BYTES`` and holds at most ``MAX_FILES``
+* Limits: an archive is at most ``MAX_ARCHIVE_BYTES`` and holds at most ``MAX_ARCHIVE_FILES``
   files; packing a larger directory raises :class:`BundleTooLarge` naming the largest files.
 
 Not guaranteed: that the modules import (that is known only when a worker runs them).
@@ -32,12 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedd_core.bundle_archive import (
-    MAX_ARCHIVE_BYTES,
-    MAX_FILES,
     BundleError,
     BundleTooLarge,
     archive_sha256,
 )
+from schedd_core.limits import MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES
 
 _SKIPPED_DIRS = frozenset({"__pycache__"})
 
@@ -68,8 +67,10 @@ def pack(directory: Path) -> PackedBundle:
     root = import_root(directory)
     files = _package_markers(root, directory) + _files(directory)
     files.sort(key=lambda item: item[0])
-    if len(files) > MAX_FILES:
-        raise BundleTooLarge(f"{directory}: holds {len(files)} files; a bundle may hold at most {MAX_FILES}")
+    if len(files) > MAX_ARCHIVE_FILES:
+        raise BundleTooLarge(
+            f"{directory}: holds {len(files)} files; a bundle may hold at most {MAX_ARCHIVE_FILES}"
+        )
     estimate = sum(512 + _padded(size) for _, _, size, _ in files)
     if estimate > MAX_ARCHIVE_BYTES:
         raise BundleTooLarge(_too_large(directory, estimate, files))

@@ -77,6 +77,7 @@ from typing import Any
 
 from schedd_core import task_context
 from schedd_core.arguments import ARGUMENTS_ENV, ArgumentError, resolve_arguments
+from schedd_core.limits import MAX_RESULT_BYTES
 from schedd_core.mapped_arguments import MAP_INDEX_ENV, MAPPING_ENV, resolve_mapped_arguments
 from schedd_core.task_context import RunningTask
 from schedd_exec.task_call import SignatureError, TaskCallable
@@ -325,7 +326,7 @@ def _die_with_parent(parent_pid: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="schedd_exec.python_child")
     parser.add_argument("--reply-fd", type=int, required=True)
-    parser.add_argument("--max-result-bytes", type=int, default=64 * 1024)
+    parser.add_argument("--max-result-bytes", type=int, default=MAX_RESULT_BYTES)
     parser.add_argument("--parent-pid", type=int, default=0)
     parser.add_argument("--import-path", default="", help="a code bundle's directory, instead of the cwd")
     args = parser.parse_args(argv)

@@ -73,6 +73,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from schedd_core.limits import MAX_RESULT_BYTES
 from schedd_exec.environment import TaskEnvironment
 from schedd_exec.output_stream import OutputStream
 from schedd_exec.reaper import Reaper
@@ -206,7 +207,7 @@ class PythonPool:
         python: str = sys.executable,
         max_output_bytes: int = 64 * 1024,
         max_streamed_bytes: int = 8 * 1024 * 1024,
-        max_result_bytes: int = 64 * 1024,
+        max_result_bytes: int = MAX_RESULT_BYTES,
         kill_grace: float = 2.0,
         recycle_after: int = 1000,
         reaper: Reaper | None = None,

@@ -14,6 +14,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from schedd_core.errors import InvalidArgument
+from schedd_core.limits import (
+    MAX_RECEIVE_BYTES,
+    MAX_RECEIVE_BYTES_SETTING,
+    MAX_SEND_BYTES,
+    MIN_RECEIVE_BYTES_SETTING,
+)
 from schedd_rpc.tls import ServerTLS
 
 log = logging.getLogger(__name__)
@@ -21,9 +27,6 @@ log = logging.getLogger(__name__)
 #: Largest message a server receives by default (``SCHEDD_MAX_MESSAGE_BYTES``). gRPC refuses a
 #: larger one with RESOURCE_EXHAUSTED before any interceptor or handler runs, so before the token is
 #: looked up (``tests/security/test_message_size.py``). Large payloads (code bundles) are streamed.
-MAX_RECEIVE_BYTES = 4 * 1024 * 1024
-#: Largest message a server sends (an assignment with its inputs, a page of a listing).
-MAX_SEND_BYTES = 8 * 1024 * 1024
 
 
 def make_server(
@@ -84,9 +87,10 @@ def max_receive_bytes(env: dict[str, str] | None = None) -> int:
     raw = (env if env is not None else dict(os.environ)).get("SCHEDD_MAX_MESSAGE_BYTES", "").strip()
     if not raw:
         return MAX_RECEIVE_BYTES
-    if not raw.isdigit() or not 64 * 1024 <= int(raw) <= 64 * 1024 * 1024:
+    if not raw.isdigit() or not MIN_RECEIVE_BYTES_SETTING <= int(raw) <= MAX_RECEIVE_BYTES_SETTING:
         raise InvalidArgument(
-            "SCHEDD_MAX_MESSAGE_BYTES", f"must be bytes between 65536 and 67108864, not {raw!r}"
+            "SCHEDD_MAX_MESSAGE_BYTES",
+            f"must be bytes between {MIN_RECEIVE_BYTES_SETTING} and {MAX_RECEIVE_BYTES_SETTING}, not {raw!r}",
         )
     return int(raw)
 

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
-from schedd_core.log_lines import MAX_LOG_BYTES_PER_ATTEMPT
+from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import WorkerState
 from schedd_store import channels
 from schedd_store import statements as sql

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Awaitable, Callable
 
 import asyncpg
 
+from schedd_core.backoff import Backoff
 from schedd_core.database_url import asyncpg_dsn
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class Listener:
                 await self._task
 
     async def _run(self) -> None:
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0, jitter=0.5)
         while True:
             conn: asyncpg.Connection | None = None
             try:
@@ -69,17 +69,16 @@ class Listener:
                 if self._on_connect is not None:
                     await self._on_connect()
                 self.connected.set()
-                delay = 0.1
+                backoff.reset()
                 await lost.wait()
                 log.warning("listener connection lost; reconnecting")
             except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
-                log.warning("listener cannot connect: %s; retrying in %.1fs", exc, delay)
+                log.warning("listener cannot connect: %s; retrying in %.1fs", exc, backoff.delay)
             finally:
                 self.connected.clear()
                 if conn is not None and not conn.is_closed():
                     await conn.close()
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(backoff.take())
 
 
 def _setter(event: asyncio.Event) -> Callable[[object], None]:

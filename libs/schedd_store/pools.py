@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import InvalidArgument
-from schedd_core.spec import MAX_CONCURRENCY, check_id
+from schedd_core.limits import MAX_CONCURRENCY
+from schedd_core.spec import check_id
 from schedd_store import channels
 from schedd_store import statements as sql
 

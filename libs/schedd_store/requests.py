@@ -21,11 +21,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from schedd_core.errors import AlreadyExists, InvalidArgument, ScheddError, quote
+from schedd_core.limits import MAX_REQUEST_ID_CHARS
 from schedd_core.request_key import RequestKey
 from schedd_store import statements as sql
-
-#: What a request id may look like.
-MAX_REQUEST_ID_CHARS = 200
 
 
 async def claim_request(conn: AsyncConnection, method: str, request_id: str, body_hash: str) -> str | None:

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from schedd_auth.roles import ENROLL, ROLES, WORKER
 from schedd_auth.tokens import Token, matches, new_token
 from schedd_core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, quote
+from schedd_core.limits import MAX_ENROLLED_WORKER_ID_CHARS
 from schedd_core.spec import check_id
 from schedd_store import statements as sql
 from schedd_store.requests import constraint_error
@@ -40,10 +41,6 @@ class TokenRecord:
     #: How many workers an enrollment token may enroll (None: any number), and how many it did.
     max_uses: int | None = None
     uses: int = 0
-
-
-#: Longest worker id an enrollment issues a token for (the token's name adds to it).
-MAX_ENROLLED_WORKER_ID = 200
 
 
 def _record(row: object) -> TokenRecord:
@@ -187,8 +184,10 @@ async def enroll(engine: AsyncEngine, enrollment_token_id: str, worker_id: str) 
     an enrollment that committed first). The new token never expires; revoke it by name
     (``<worker id>.<token id>``)."""
     check_id("worker_id", worker_id)
-    if len(worker_id) > MAX_ENROLLED_WORKER_ID:
-        raise InvalidArgument("worker_id", f"must be at most {MAX_ENROLLED_WORKER_ID} characters to enroll")
+    if len(worker_id) > MAX_ENROLLED_WORKER_ID_CHARS:
+        raise InvalidArgument(
+            "worker_id", f"must be at most {MAX_ENROLLED_WORKER_ID_CHARS} characters to enroll"
+        )
     token = new_token()
     async with engine.begin() as conn:
         await conn.execute(sql.LOCK_WORKER_ID, {"worker_id": worker_id})

@@ -35,6 +35,7 @@ from schedctl.cli import EXIT_REJECTED, EXIT_RUN_FAILED, Format, OutputOption, f
 from schedctl.dags import dags_app
 from schedctl.documents import spec_document
 from schedctl.local_inputs import cluster_conf, scheduled_interval
+from schedctl.runs import parse_conf
 from schedctl.specfile import SpecFileError, load_specs
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.bundle_archive import BundleError
@@ -43,9 +44,6 @@ from schedd_core.states import RunState, TaskState
 
 if TYPE_CHECKING:
     from schedctl import local_run
-
-#: Largest ``--conf`` accepted, as the api does.
-MAX_CONF_BYTES = 64 * 1024
 
 
 @dags_app.command("render")
@@ -155,15 +153,7 @@ def _pick(target: str, dag_id: str | None, dags_folder: Path) -> pb.DagSpec:
 def _conf(raw: str | None) -> dict[str, Any]:
     if raw is None:
         return {}
-    if len(raw.encode()) > MAX_CONF_BYTES:
-        fail(EXIT_REJECTED, f"--conf is {len(raw.encode())} bytes; the limit is {MAX_CONF_BYTES}")
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        fail(EXIT_REJECTED, f"--conf is not JSON: {exc}")
-    if not isinstance(value, dict):
-        fail(EXIT_REJECTED, "--conf must be a JSON object")
-    return value
+    return parse_conf(raw)
 
 
 def _logical_date(raw: str | None) -> datetime:

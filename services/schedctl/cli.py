@@ -19,6 +19,7 @@ from schedctl.client import ApiClient
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
+from schedd_core.limits import MAX_PAGE_SIZE
 from schedd_rpc.tls import ClientTLS
 
 EXIT_RUN_FAILED = 1
@@ -143,7 +144,7 @@ def collect(method: object, request: Any, field: str, limit: int | None = None) 
     """Every item of a List call, page after page (at most ``limit``)."""
     found: list[Any] = []
     while limit is None or len(found) < limit:
-        request.page_size = 1000 if limit is None else min(1000, limit - len(found))
+        request.page_size = MAX_PAGE_SIZE if limit is None else min(MAX_PAGE_SIZE, limit - len(found))
         resp = call(method, request)
         found.extend(getattr(resp, field))
         if not resp.next_page_token:  # type: ignore[attr-defined]

@@ -2,7 +2,7 @@
 
 * :func:`cluster_conf`: the conf as the api takes it. It travels as a ``google.protobuf.Struct``
   (so its numbers are what the cluster's tasks get: integral ones as integers), may take at most
-  ``schedd_core.spec.MAX_PARAMS_BYTES`` in that form, and must pass the api's own check,
+  ``schedd_core.limits.MAX_CONF_BYTES`` in that form, and must pass the api's own check,
   ``schedd_core.params.check_run_params`` (declared params only unless ``allow_undeclared_conf``,
   the param schemas, the required params). A conf the api refuses is refused with its message.
 * :func:`scheduled_interval`: for a DAG with a schedule, the data interval of the scheduled or
@@ -20,8 +20,8 @@ from typing import Any
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
+from schedd_core.limits import check_conf_bytes
 from schedd_core.params import check_run_params
-from schedd_core.spec import MAX_PARAMS_BYTES
 from schedd_core.timetable_spec import timetable_of
 from schedd_core.timetables import MAX_INTERVAL
 from schedd_rpc import convert
@@ -30,9 +30,7 @@ from schedd_rpc import convert
 def cluster_conf(spec: pb.DagSpec, conf: Mapping[str, Any]) -> dict[str, Any]:
     """``conf`` as a run of ``spec`` on a cluster gets it; InvalidArgument as the api refuses it."""
     struct = convert.struct(dict(conf))
-    size = struct.ByteSize()
-    if size > MAX_PARAMS_BYTES:
-        raise InvalidArgument("conf", f"is {size} bytes; the limit is {MAX_PARAMS_BYTES}")
+    check_conf_bytes(struct.ByteSize())
     value = convert.from_struct(struct)
     check_run_params(spec, value)
     return value

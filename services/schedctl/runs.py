@@ -35,29 +35,30 @@ from schedctl.cli import (
 )
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.errors import InvalidArgument
+from schedd_core.limits import MAX_VALUE_DEPTH, check_conf_bytes
 from schedd_rpc import convert
 
 runs_app = typer.Typer(help="Trigger and inspect DAG runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
 
-#: Limits of ``--conf``, checked before it is parsed (the server's limits are the same).
-MAX_CONF_CHARS = 64 * 1024
-MAX_CONF_DEPTH = 32
-
-
 def parse_conf(text: str) -> dict[str, Any]:
-    """``--conf`` as a JSON object; exits 2 with a message when it is too big, too deep or not one."""
-    if len(text) > MAX_CONF_CHARS:
-        fail(EXIT_REJECTED, f"--conf is {len(text)} characters; the limit is {MAX_CONF_CHARS}")
-    if json_depth(text) > MAX_CONF_DEPTH:
-        fail(EXIT_REJECTED, f"--conf is nested deeper than {MAX_CONF_DEPTH} levels")
+    """``--conf`` as a JSON object; exits 2 with a message when it is nested too deep (checked before
+    it is parsed), is not one, or is larger than the api takes: over ``MAX_CONF_BYTES`` as the api
+    measures it (the serialized Struct), refused with the api's message."""
+    if json_depth(text) > MAX_VALUE_DEPTH:
+        fail(EXIT_REJECTED, f"--conf is nested deeper than {MAX_VALUE_DEPTH} levels")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         fail(EXIT_REJECTED, f"--conf is not valid JSON: {exc}")
     if not isinstance(value, dict):
         fail(EXIT_REJECTED, "--conf must be a JSON object")
+    try:
+        check_conf_bytes(convert.struct(value).ByteSize(), "--conf")
+    except InvalidArgument as exc:
+        fail(EXIT_REJECTED, str(exc))
     return value
 
 

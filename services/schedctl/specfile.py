@@ -7,9 +7,9 @@
   tasks are named by module paths relative to the import root of its code bundle
   (``schedctl.bundles``), from which workers import them.
 
-Only a regular file of at most ``MAX_FILE_BYTES`` is read, and it must be UTF-8 text without
-NUL bytes: a directory, a FIFO, a device such as ``/dev/zero`` or a binary file is refused with
-a message before anything is parsed (never a hang or a traceback). YAML aliases are refused
+Only a regular file of at most ``schedd_core.limits.MAX_SPEC_FILE_BYTES`` is read, and it must be
+UTF-8 text without NUL bytes: a directory, a FIFO, a device such as ``/dev/zero`` or a binary file is
+refused with a message before anything is parsed (never a hang or a traceback). YAML aliases are refused
 (a few lines of them can expand into gigabytes), and nesting deeper than Python can parse is
 an error like any other.
 
@@ -27,16 +27,14 @@ import yaml
 from google.protobuf import json_format
 
 from schedd.v1 import resources_pb2 as pb
-
-#: Largest DAG file schedctl reads.
-MAX_FILE_BYTES = 4 * 1024 * 1024
+from schedd_core.limits import MAX_SPEC_FILE_BYTES
 
 
 class SpecFileError(Exception):
     """The file cannot be read or does not describe a DagSpec; the message says where and why."""
 
 
-def read_text_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
+def read_text_file(path: Path, max_bytes: int = MAX_SPEC_FILE_BYTES) -> str:
     """The text of a regular file of at most ``max_bytes``; SpecFileError for anything else."""
     try:
         info = path.stat()

@@ -24,6 +24,7 @@ from schedctl.cli import EXIT_RUN_FAILED, call, report, resolved_run_name, run_n
 from schedctl.instance_rows import key_of
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.limits import MAX_LOG_READ_BYTES
 from schedd_core.log_lines import StampRemover
 
 #: Task instance states that last until it is cleared.
@@ -37,8 +38,6 @@ FINAL_STATES = frozenset(
     }
 )
 SUCCEEDED_STATES = frozenset({pb.TASK_STATE_SUCCESS, pb.TASK_STATE_SKIPPED})
-#: Bytes of a log asked for at a time (the api's limit): a full answer may have more after it.
-READ_BYTES = 1024 * 1024
 
 
 class _Printer:
@@ -75,7 +74,7 @@ def print_task_logs(run: str, key: str, *, try_number: int, follow: bool, timest
     if follow:
         run = resolved_run_name(run)
     name = f"{run_name(run)}/tasks/{key}"
-    request = api_pb2.GetTaskLogsRequest(name=name, try_number=try_number, max_bytes=READ_BYTES)
+    request = api_pb2.GetTaskLogsRequest(name=name, try_number=try_number, max_bytes=MAX_LOG_READ_BYTES)
     printer = _Printer(key, timestamps=timestamps)
     try:
         first = state.client.call(state.client.runs.GetTaskLogs, request)
@@ -101,7 +100,7 @@ def print_task_logs(run: str, key: str, *, try_number: int, follow: bool, timest
 def _print_the_rest(request: api_pb2.GetTaskLogsRequest, read: api_pb2.TaskLogs, printer: _Printer) -> None:
     """Read on after ``read``, the answer to ``request``, while answers are full: a long log takes
     several."""
-    while read.next_offset - request.offset >= READ_BYTES:
+    while read.next_offset - request.offset >= MAX_LOG_READ_BYTES:
         request.offset = read.next_offset
         request.try_number = read.try_number
         found = call(state.client.runs.GetTaskLogs, request)

@@ -9,10 +9,10 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.backfill_plan import Reprocess, Strategy, backfill_intervals
 from schedd_core.clock import Clock
 from schedd_core.errors import FailedPrecondition, InvalidArgument, quote
+from schedd_core.limits import check_conf_bytes
 from schedd_core.params import check_run_params
 from schedd_core.request_key import RequestKey
 from schedd_core.schedule_plan import ScheduleState, upcoming_intervals
-from schedd_core.spec import MAX_PARAMS_BYTES
 from schedd_core.timetable_spec import timetable_of
 from schedd_core.timetables import DataInterval
 from schedd_rpc import convert
@@ -68,10 +68,7 @@ async def create(
         )
     conf = convert.from_struct(request.conf) if request.HasField("conf") else None
     if conf is not None:
-        if request.conf.ByteSize() > MAX_PARAMS_BYTES:
-            raise InvalidArgument(
-                "backfill.conf", f"is {request.conf.ByteSize()} bytes; the limit is {MAX_PARAMS_BYTES}"
-            )
+        check_conf_bytes(request.conf.ByteSize(), "backfill.conf")
         check_run_params(spec, conf, field="backfill.conf")
     options = BackfillOptions(
         dag_id=dag_id,

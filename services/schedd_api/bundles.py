@@ -19,8 +19,9 @@ import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2
-from schedd_core.bundle_archive import DEFAULT_LIMITS, MAX_ARCHIVE_BYTES, ArchiveLimits, check_sha256
+from schedd_core.bundle_archive import DEFAULT_LIMITS, ArchiveLimits, check_sha256
 from schedd_core.errors import InvalidArgument
+from schedd_core.limits import MAX_ARCHIVE_BYTES
 from schedd_store import bundles
 
 

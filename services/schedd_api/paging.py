@@ -10,15 +10,11 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from schedd_core.errors import InvalidArgument
+from schedd_core.limits import MAX_PAGE_BYTES, MAX_PAGE_SIZE
 from schedd_store.records import RunRecord
 from schedd_store.runs import RunCursor
 
 DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 1000
-
-#: A page of a list ends early once its items take this many bytes: every response fits in the 4 MiB
-#: a default gRPC client accepts.
-MAX_PAGE_BYTES = 3 * 1024 * 1024
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

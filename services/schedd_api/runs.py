@@ -10,10 +10,10 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.clock import Clock
-from schedd_core.errors import InvalidArgument
+from schedd_core.limits import check_conf_bytes
 from schedd_core.params import check_run_params
 from schedd_core.request_key import RequestKey
-from schedd_core.spec import MAX_PARAMS_BYTES, check_id
+from schedd_core.spec import check_id
 from schedd_core.states import RunType
 from schedd_store import dags, runs
 from schedd_store.records import RunRecord
@@ -34,13 +34,12 @@ async def trigger(
 ) -> RunRecord:
     """Create a manual run. ``run_id`` defaults to ``manual__<logical date>`` (see
     :func:`schedd_store.schedules.run_id_for`); ``conf`` may
-    take at most as many bytes (``conf_bytes``, serialized) as a task's params, may set only the params
+    take at most ``schedd_core.limits.MAX_CONF_BYTES`` (``conf_bytes``, serialized), may set only the params
     the DAG declares (unless it allows undeclared conf), and the params it gives (the DAG's defaults,
     the conf on top) must fit the DAG's param schemas. With tracing on, the
     run keeps the trace context of the current span (the ``CreateRun`` call's), which the spans of
     its tasks continue."""
-    if conf_bytes > MAX_PARAMS_BYTES:
-        raise InvalidArgument("conf", f"is {conf_bytes} bytes; the limit is {MAX_PARAMS_BYTES}")
+    check_conf_bytes(conf_bytes)
     # Against the latest version, which the run is pinned to (a registration in between may pin a
     # newer one; its params were checked against its own schemas' defaults when it was registered).
     with contextlib.suppress(DecodeError):  # a stored spec that cannot be read: the leader fails the run

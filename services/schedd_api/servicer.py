@@ -19,6 +19,7 @@ from schedd_api.paging import keyset_token, page, page_size, run_cursor, run_tok
 from schedd_api.watch import RunWatchers
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument, NotFound, quote
+from schedd_core.limits import MAX_LOG_READ_BYTES
 from schedd_core.states import RUN_FINISHED, RunState, TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
@@ -28,8 +29,6 @@ from schedd_store import dags as dag_store
 from schedd_store import logs as log_store
 from schedd_store import runs as run_store
 from schedd_store.logs import LogSlice
-
-MAX_LOG_BYTES = 1024 * 1024
 
 
 class DagServicer(VersionFilesMixin, api_pb2_grpc.DagServiceServicer):
@@ -350,7 +349,7 @@ def _log_reader(
         raise InvalidArgument("offset", "must not be negative")
     if request.max_bytes < 0:
         raise InvalidArgument("max_bytes", "must not be negative")
-    max_bytes = min(request.max_bytes or MAX_LOG_BYTES, MAX_LOG_BYTES)
+    max_bytes = min(request.max_bytes or MAX_LOG_READ_BYTES, MAX_LOG_READ_BYTES)
 
     async def read(try_number: int, offset: int) -> LogSlice:
         return await log_store.read_logs(

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd.v1 import worker_pb2
+from schedd_core.backoff import Backoff
 from schedd_registry.dispatcher import Dispatcher
 from schedd_rpc import convert
 from schedd_store import outbox
@@ -60,7 +61,7 @@ class CallbackRelay:
     async def run(self) -> None:
         """Relay until cancelled; a failure to read the outbox (the database restarting) is retried
         with backoff, so callbacks resume once the database is back."""
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0)
         while True:
             try:
                 events = await outbox.take_due(self._engine, limit=50, lease=LEASE)
@@ -68,11 +69,10 @@ class CallbackRelay:
                     await asyncio.gather(*(self._deliver(e) for e in events))
                     continue
                 due = await outbox.seconds_until_due(self._engine)
-                delay = 0.1
+                backoff.reset()
             except Exception as exc:
-                log.warning("callback relay: cannot read the outbox (%s); again in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                log.warning("callback relay: cannot read the outbox (%s); again in %.1fs", exc, backoff.delay)
+                await asyncio.sleep(backoff.take())
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), 60.0 if due is None else max(0.05, min(due, 60.0)))

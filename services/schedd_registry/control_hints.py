@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
+from schedd_core.backoff import Backoff
 from schedd_registry.dispatcher import Dispatcher
 from schedd_rpc import convert
 from schedd_store import channels, control, dispatch
@@ -67,7 +68,7 @@ class ControlHints:
 
     async def run(self) -> None:
         """Apply hints as they come, until cancelled."""
-        delay = 0.1
+        backoff = Backoff(0.1, MAX_BACKOFF)
         while True:
             await self._wake.wait()
             self._wake.clear()
@@ -76,13 +77,14 @@ class ControlHints:
             try:
                 await self._drain(drains)
                 await self._cancel(cancels)
-                delay = 0.1
+                backoff.reset()
             except Exception as exc:
-                log.warning("reading drain and cancel requests failed (%s); again in %.1fs", exc, delay)
+                log.warning(
+                    "reading drain and cancel requests failed (%s); again in %.1fs", exc, backoff.delay
+                )
                 self._drains |= drains
                 self._cancels |= cancels
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_BACKOFF)
+                await asyncio.sleep(backoff.take())
                 self._wake.set()
 
     async def _drain(self, worker_ids: Iterable[str]) -> None:

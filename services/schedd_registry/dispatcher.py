@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
+from schedd_core.backoff import Backoff
+from schedd_core.clock import Clock, SystemClock
+from schedd_core.limits import MAX_ASSIGNMENT_BYTES
 from schedd_exec.assignments import AssignmentBuilder
 from schedd_faults import FaultPoints
 from schedd_registry.sessions import WorkerSession
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 
 #: Most bytes of assignments in one message to a worker.
 BATCH_BYTES = 2 * 1024 * 1024
-#: Largest assignment sent; workers accept messages up to twice that.
-MAX_ASSIGNMENT_BYTES = 8 * 1024 * 1024
 
 
 class Dispatcher:
@@ -51,8 +50,11 @@ class Dispatcher:
         on_assigned: Callable[[Sequence[worker_pb2.Assignment]], None] | None = None,
         silent_after: float = 15.0,
         faults: FaultPoints | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: where the times the dispatcher reads come from (the system's when None)."""
         self._engine = engine
+        self._clock = clock or SystemClock()
         self._builder = builder
         self._claim_batch = claim_batch
         self._on_assigned = on_assigned
@@ -90,17 +92,16 @@ class Dispatcher:
     async def run(self) -> None:
         """Dispatch rounds until cancelled. A round that fails (the database restarting, say) is tried
         again with backoff: queued work is never left waiting for the next wake-up."""
-        delay = 0.05
+        backoff = Backoff(0.05, 2.0)
         while True:
             await self._wake.wait()
             self._wake.clear()
             try:
                 more = await self._round()
-                delay = 0.05
+                backoff.reset()
             except Exception as exc:
-                log.warning("dispatch round failed (%s); again in %.2fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                log.warning("dispatch round failed (%s); again in %.2fs", exc, backoff.delay)
+                await asyncio.sleep(backoff.take())
                 more = True
             if more:
                 self._wake.set()
@@ -115,7 +116,7 @@ class Dispatcher:
         for session in sessions[self._turn :] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
-            if time.monotonic() - session.last_heard > self._silent_after:
+            if self._clock.monotonic() - session.last_heard > self._silent_after:
                 continue  # not heard for a while (frozen, cut off): it could not start the work anyway
             groups.setdefault(tuple(sorted(session.queues)), []).append(session)
         more = False
@@ -154,7 +155,7 @@ class Dispatcher:
 
     async def _fail_undeliverable(self, assignments: list[tuple[str, worker_pb2.Assignment]]) -> None:
         """Fail attempts claimed for a worker (the first of each pair) that cannot be sent to it."""
-        now = datetime.now(UTC)
+        now = self._clock.now()
         results = [
             AttemptResult(
                 worker_id=worker_id,

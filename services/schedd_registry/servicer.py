@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
@@ -27,7 +26,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
+from schedd_core.backoff import Backoff, retry
+from schedd_core.clock import Clock, SystemClock
 from schedd_core.errors import InvalidArgument, PermissionDenied, quote
+from schedd_core.limits import MAX_ERROR_CHARS, MAX_LOG_CHUNK_BYTES, MAX_RESULT_BYTES
 from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
 from schedd_registry.bundles import stream_bundle
@@ -48,18 +50,22 @@ _ACK_CODE = {
     ReportStatus.NOT_HELD: grpc.StatusCode.PERMISSION_DENIED,
 }
 
-MAX_ERROR_CHARS = 4000
-#: Largest value (JSON) a task may return; the same limit as a Python task's in the worker.
-MAX_RESULT_BYTES = 64 * 1024
-#: Largest chunk of output stored; the worker sends at most 64 KiB at a time.
-MAX_LOG_CHUNK_BYTES = 256 * 1024
 #: Longest pause between two tries of writing a result.
 MAX_RETRY_DELAY = 2.0
 
 
 class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
-    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, config: RegistryConfig) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        dispatcher: Dispatcher,
+        config: RegistryConfig,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        """``clock``: where the times the servicer reads come from (the system's when None)."""
         self._engine = engine
+        self._clock = clock or SystemClock()
         self._dispatcher = dispatcher
         self._config = config
         self.results: Batcher[AttemptResult, ReportStatus] = Batcher(
@@ -122,7 +128,11 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         kill_grace = hello.kill_grace.ToTimedelta().total_seconds()
         drain = await self._register(hello, windows, kill_grace)
         session = WorkerSession(
-            worker_id=hello.worker_id, queues=queues, capacity=hello.capacity, incarnation=hello.incarnation
+            worker_id=hello.worker_id,
+            queues=queues,
+            capacity=hello.capacity,
+            incarnation=hello.incarnation,
+            last_heard=self._clock.monotonic(),
         )
         self._dispatcher.attach(session)
         log.info(
@@ -250,7 +260,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         except Exception as exc:
             log.warning("heartbeat of worker %s not stored: %s", session.worker_id, exc)
             return
-        session.last_heard = time.monotonic()
+        session.last_heard = self._clock.monotonic()
         session.send(
             worker_pb2.RegistryMessage(heartbeat_ack=worker_pb2.HeartbeatAck(sequence=heartbeat.sequence))
         )
@@ -289,17 +299,17 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             else None,
             skipped=result.outcome == worker_pb2.TASK_OUTCOME_SKIPPED,
         )
-        delay = 0.05
-        while True:
-            try:
-                status = await self.results.submit(item)
-                break
-            except Exception as exc:
-                if session.closed:
-                    return  # the worker keeps the result and sends it again on its next stream
-                log.warning("result of attempt %s not stored yet (%s); retrying", item.attempt_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_RETRY_DELAY)
+        try:
+            status = await retry(
+                lambda: self.results.submit(item),
+                Backoff(0.05, MAX_RETRY_DELAY),
+                retry_on=lambda _exc: not session.closed,
+                on_failure=lambda exc, _wait: log.warning(
+                    "result of attempt %s not stored yet (%s); retrying", item.attempt_id, exc
+                ),
+            )
+        except Exception:
+            return  # the stream closed: the worker keeps the result and sends it again on its next one
         if status == ReportStatus.APPLIED and self.on_applied is not None:
             self.on_applied(result)
         code = _ACK_CODE[status]

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.backoff import Backoff
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
@@ -63,7 +64,7 @@ class BackfillDriver:
 
     async def run(self) -> None:
         """Advance backfills as they are woken, until cancelled."""
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0)
         while True:
             await self._poke.wait()
             self._poke.clear()
@@ -82,15 +83,14 @@ class BackfillDriver:
                         raise
                     if outcome.unfinished:
                         self._woken |= outcome.unfinished
-                backoff = 0.1
+                backoff.reset()
             except (FencedOut, LeaseExpired):
                 raise
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                log.warning("backfill step failed (%s); again in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                log.warning("backfill step failed (%s); again in %.1fs", exc, backoff.delay)
+                await asyncio.sleep(backoff.take())
                 self._poke.set()
 
     async def advance(self, backfill_id: int) -> AdvanceOutcome:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from schedd_coord.credentials import EtcdAuth
 from schedd_coord.lease import LeaseTiming
-from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH
+from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
 from schedd_exec.environment import TaskEnvironment
 from schedd_store.retention import Retention
 

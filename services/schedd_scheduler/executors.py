@@ -30,6 +30,7 @@ from typing import Protocol
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
+from schedd_core.backoff import Backoff, retry
 from schedd_core.clock import SystemClock
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.assignments import AssignmentBuilder
@@ -166,7 +167,7 @@ class LocalExecutor:
 
     async def _register(self) -> None:
         """Record this executor as a worker without a liveness lease; retried until stored."""
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0)
         while True:
             sequence = next(self._sequence)
             self._permit.sent(sequence)
@@ -186,9 +187,10 @@ class LocalExecutor:
                     replace_live=True,
                 )
             except Exception as exc:
-                log.warning("local executor: cannot record itself (%s); retrying in %.1fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                log.warning(
+                    "local executor: cannot record itself (%s); retrying in %.1fs", exc, backoff.delay
+                )
+                await asyncio.sleep(backoff.take())
                 continue
             self._permit.acknowledged(sequence)
             self._fence.poke()
@@ -276,22 +278,19 @@ class LocalExecutor:
     async def _store_result(self, result: AttemptResult) -> None:
         """Store an attempt's result, retrying what the database could not do now (a restart, a
         deadlock) with backoff until it is stored; a result the store refuses for good is logged."""
-        delay = 0.05
-        while True:
-            try:
-                await self._results.submit(result)
-                return
-            except Exception as exc:
-                if not is_transient(exc):
-                    log.error("local executor: result of attempt %s not stored: %s", result.attempt_id, exc)
-                    return
-                log.warning(
+        try:
+            await retry(
+                lambda: self._results.submit(result),
+                Backoff(0.05, MAX_RESULT_RETRY_DELAY),
+                retry_on=is_transient,
+                on_failure=lambda exc, _wait: log.warning(
                     "local executor: result of attempt %s not stored yet (%s); retrying",
                     result.attempt_id,
                     exc,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_RESULT_RETRY_DELAY)
+                ),
+            )
+        except Exception as exc:
+            log.error("local executor: result of attempt %s not stored: %s", result.attempt_id, exc)
 
     def _spawn(self, coro: Awaitable[object]) -> None:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)

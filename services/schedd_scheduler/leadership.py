@@ -29,6 +29,7 @@ from schedd_coord.election import Election
 from schedd_coord.errors import CoordinationError
 from schedd_coord.lease import KeptLease
 from schedd_coord.members import departed_workers
+from schedd_core.backoff import Backoff
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_scheduler.backfills import BackfillDriver
@@ -74,21 +75,20 @@ class Replica:
     async def run(self, stop: asyncio.Event) -> None:
         """Campaign and lead, term after term, until ``stop`` is set. etcd or PostgreSQL trouble
         is retried with backoff; it never ends the replica."""
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0)
         while not stop.is_set():
             try:
                 await self._one_term(stop)
-                delay = 0.1
+                backoff.reset()
                 continue
             except CoordinationError as exc:
-                log.warning("etcd trouble: %s; campaigning again in %.1fs", exc, delay)
+                log.warning("etcd trouble: %s; campaigning again in %.1fs", exc, backoff.delay)
             except (OSError, TimeoutError) as exc:
-                log.warning("database trouble: %s; campaigning again in %.1fs", exc, delay)
+                log.warning("database trouble: %s; campaigning again in %.1fs", exc, backoff.delay)
             except Exception as exc:
-                log.exception("term failed: %s; campaigning again in %.1fs", exc, delay)
+                log.exception("term failed: %s; campaigning again in %.1fs", exc, backoff.delay)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
-            delay = min(delay * 2, 5.0)
+                await asyncio.wait_for(stop.wait(), backoff.take())
 
     async def _one_term(self, stop: asyncio.Event) -> None:
         lease = KeptLease(self._config.etcd_endpoints, self._config.lease, auth=self._config.etcd_auth)
@@ -253,17 +253,16 @@ class Replica:
             await asyncio.gather(main, *helpers, return_exceptions=True)
 
     async def _watch_workers(self, sweeper: LostAttemptSweeper) -> None:
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0)
         while True:
             try:
                 async for gone in departed_workers(self._etcd):
                     log.info("workers %s lost their liveness keys", ", ".join(gone))
                     sweeper.wake()
-                    delay = 0.1
+                    backoff.reset()
             except CoordinationError as exc:
-                log.warning("worker watch failed: %s; again in %.1fs", exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+                log.warning("worker watch failed: %s; again in %.1fs", exc, backoff.delay)
+            await asyncio.sleep(backoff.take())
 
     def on_lost(self, _payload: str = "") -> None:
         """A registry marked attempts lost: fail them over now (when leading)."""

@@ -40,10 +40,12 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.backoff import Backoff
 from schedd_core.deadlines import run_timed_out, waits_for_time
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.graph import DagGraph
-from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH, MapLengths, RunPlan, plan_run, plan_timeout
+from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
+from schedd_core.planner import MapLengths, RunPlan, plan_run, plan_timeout
 from schedd_core.states import TASK_FINISHED, TaskState
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
@@ -95,7 +97,7 @@ class SchedulingLoop:
         self._stopping = asyncio.Event()
         #: Set once the first pass of the term (a full scan) has committed.
         self.first_pass_done = asyncio.Event()
-        self._retry_delay = 0.05
+        self._retry = Backoff(0.05, 2.0)
         self._strikes: dict[int, int] = {}
         self._cache = RunCache()
         self.passes = 0
@@ -132,8 +134,7 @@ class SchedulingLoop:
                         raise
                     log.warning("cannot list the unfinished runs (%s); again shortly", exc)
                     self._pending.request_full_scan()
-                    await asyncio.sleep(self._retry_delay)
-                    self._retry_delay = min(self._retry_delay * 2, 2.0)
+                    await asyncio.sleep(self._retry.take())
                     continue
                 _, taken = self._pending.take(self._batch_size)
             await self.evaluate(taken)
@@ -160,8 +161,7 @@ class SchedulingLoop:
                 # committed; the same runs are tried again after a short pause.
                 log.warning("pass failed, retrying: %s", exc)
                 self._pending.add(run_pks)
-                await asyncio.sleep(self._retry_delay)
-                self._retry_delay = min(self._retry_delay * 2, 2.0)
+                await asyncio.sleep(self._retry.take())
                 return 0
             return await self._isolate(run_pks, exc)
 
@@ -202,7 +202,7 @@ class SchedulingLoop:
             self._forget(list(requests))
             self._pending.add(list(requests))
             return 0
-        self._retry_delay = 0.05
+        self._retry.reset()
         for run in evaluated:
             self._strikes.pop(run.pk, None)
             if run.pk in outcome.finished_runs or run.pk in outcome.expanded_runs:

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd_coord.client import EtcdClient
 from schedd_coord.errors import CoordinationError
 from schedd_coord.members import leased_workers
+from schedd_core.backoff import Backoff
 from schedd_core.states import TaskState
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import lost
@@ -62,7 +63,7 @@ class LostAttemptSweeper:
 
     async def run(self) -> None:
         """Sweep until cancelled; a database that cannot be reached is retried (the term goes on)."""
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0)
         while True:
             try:
                 leased = await self._leased()
@@ -76,13 +77,12 @@ class LostAttemptSweeper:
                     await asyncio.wait_for(self._wake.wait(), delay)
                 self._wake.clear()
                 await self.sweep()
-                backoff = 0.1
+                backoff.reset()
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                log.warning("lost-attempt sweep failed (%s); again in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                log.warning("lost-attempt sweep failed (%s); again in %.1fs", exc, backoff.delay)
+                await asyncio.sleep(backoff.take())
 
     async def sweep(self) -> int:
         leased = await self._leased()

@@ -14,7 +14,7 @@ from schedd_coord.client import EtcdClient
 from schedd_coord.credentials import read_etcd_auth
 from schedd_coord.lease import LeaseTiming
 from schedd_core.errors import Unavailable
-from schedd_core.planner import DEFAULT_MAX_MAP_LENGTH
+from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
 from schedd_exec.environment import TaskEnvironment
 from schedd_exec.process_secrets import protect_secrets
 from schedd_faults import FaultPoints

@@ -38,6 +38,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core.backoff import Backoff
 from schedd_core.clock import Clock, SystemClock
 from schedd_core.errors import FencedOut, LeaseExpired, ScheddError
 from schedd_core.schedule_plan import ScheduleState as PlanningState
@@ -103,13 +104,13 @@ class ScheduleTimer:
     async def run(self) -> None:
         """Make scheduled runs until cancelled. The database being unreachable is retried."""
         held = True  # the term's first step also looks at DAGs held back by max_active_runs
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0)
         while True:
             self._poke.clear()
             try:
                 result = await self.step(held=held)
                 held = False
-                backoff = 0.1
+                backoff.reset()
                 if result.more:
                     continue
                 delay = await self._delay()
@@ -118,8 +119,8 @@ class ScheduleTimer:
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                log.warning("schedule step failed (%s); again in %.1fs", exc, backoff)
-                delay, backoff = backoff, min(backoff * 2, 5.0)
+                log.warning("schedule step failed (%s); again in %.1fs", exc, backoff.delay)
+                delay = backoff.take()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), delay)
 

@@ -20,6 +20,7 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from schedd_core.backoff import Backoff
 from schedd_core.deadlines import Deadline, Wake, WakePlanner, task_deadline, timeout_deadline
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import statements as sql
@@ -44,16 +45,16 @@ class DeadlineTimer:
 
     async def run(self) -> None:
         """Fire deadlines until cancelled; a database that cannot be reached is retried."""
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0)
         while True:
             try:
                 delay = await self._fire_and_measure()
-                backoff = 0.1
+                backoff.reset()
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                log.warning("deadline timer failed (%s); again in %.1fs", exc, backoff)
-                delay, backoff = backoff, min(backoff * 2, 5.0)
+                log.warning("deadline timer failed (%s); again in %.1fs", exc, backoff.delay)
+                delay = backoff.take()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), delay)
             self._poke.clear()

@@ -13,6 +13,7 @@ from google.protobuf import struct_pb2, timestamp_pb2
 
 from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.limits import MAX_ID_CHARS
 from schedd_web import forms, present
 from schedd_web.api import ApiError
 from schedd_web.base import API, render
@@ -25,8 +26,6 @@ routes = web.RouteTableDef()
 MAX_DAGS = 500
 #: Recent runs shown per DAG.
 RECENT_RUNS = 8
-#: Longest run id accepted by the form (the api checks the form of it).
-MAX_RUN_ID_CHARS = 250
 #: Refused registrations listed (admins): the newest of this long ago or later.
 REGISTRATION_ERRORS_SINCE = timedelta(days=1)
 MAX_REGISTRATION_ERRORS = 20
@@ -175,8 +174,8 @@ async def trigger(request: web.Request) -> web.Response:
     conf = forms.read_conf(fields, form)
     run_id = str(form.get("run_id", "")).strip()
     request_id = str(form.get("request_id", "")) or secrets.token_hex(16)
-    if len(run_id) > MAX_RUN_ID_CHARS:
-        errors = {"run_id": f"at most {MAX_RUN_ID_CHARS} characters"}
+    if len(run_id) > MAX_ID_CHARS:
+        errors = {"run_id": f"at most {MAX_ID_CHARS} characters"}
         return _trigger_page(
             request, dag, fields, request_id=request_id, run_id=run_id, errors=errors, status=400
         )

@@ -22,15 +22,16 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import random
 from collections.abc import AsyncIterator, Awaitable
-from datetime import UTC, datetime
+from datetime import UTC
 
 import grpc
 from google.protobuf.json_format import MessageToDict
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
-from schedd_core.clock import SystemClock
+from schedd_core.backoff import Backoff
+from schedd_core.clock import Clock, SystemClock
+from schedd_core.limits import WORKER_MAX_RECEIVE_BYTES
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.attempt_fence import AttemptFence
 from schedd_exec.attempt_log import AttemptLogs, LogText
@@ -52,8 +53,7 @@ _OUTCOME = {True: worker_pb2.TASK_OUTCOME_SUCCEEDED, False: worker_pb2.TASK_OUTC
 SHUTDOWN_STEP_SECONDS = 5.0
 FINAL_ACK_WAIT = 10.0
 _CHANNEL_OPTIONS = [
-    # Registries send at most 8 MiB in one assignment (schedd_registry.dispatcher).
-    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.max_receive_message_length", WORKER_MAX_RECEIVE_BYTES),
     ("grpc.keepalive_time_ms", 2000),
     ("grpc.keepalive_timeout_ms", 2000),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -71,9 +71,11 @@ async def bounded(step: Awaitable[object], what: str, seconds: float = SHUTDOWN_
 
 
 class WorkerAgent:
-    def __init__(self, config: WorkerConfig) -> None:
+    def __init__(self, config: WorkerConfig, *, clock: Clock | None = None) -> None:
+        """``clock``: where every time the agent reads comes from (its permit's and fence's, its log
+        stamps, its results' times; the system's when None)."""
         self._config = config
-        self._clock = SystemClock()
+        self._clock = clock or SystemClock()
         fetcher = RegistryBundleFetcher(config.registries, config.token, self._channel)
         self.bundles = BundleCache.for_owner(
             config.worker_id,
@@ -105,7 +107,7 @@ class WorkerAgent:
         self._received = 0
         self._unacked: dict[str, worker_pb2.TaskResult] = {}
         self._acked = asyncio.Event()
-        self._logs = AttemptLogs()
+        self._logs = AttemptLogs(clock=self._clock.now)
         self._outgoing: asyncio.Queue[worker_pb2.WorkerMessage] | None = None
         self._welcomed = asyncio.Event()
         self.draining = False
@@ -169,24 +171,23 @@ class WorkerAgent:
         return grpc.aio.secure_channel(registry, tls.credentials(), options=_CHANNEL_OPTIONS)
 
     async def _connect_forever(self) -> None:
-        delay = 0.1
+        backoff = Backoff(0.1, 5.0, jitter=0.5)
         for registry in itertools.cycle(self._config.registries):
             try:
                 async with self._channel(registry) as channel:
                     await self._session(worker_pb2_grpc.WorkerRegistryStub(channel))
-                    delay = 0.1
+                    backoff.reset()
             except grpc.aio.AioRpcError as exc:
                 log.warning(
                     "stream to registry %s broke: %s %s; reconnecting in %.1fs",
                     registry,
                     exc.code().name,
                     exc.details(),
-                    delay,
+                    backoff.delay,
                 )
             finally:
                 self._outgoing = None
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(backoff.take())
 
     async def _session(self, stub: worker_pb2_grpc.WorkerRegistryStub) -> None:
         outgoing: asyncio.Queue[worker_pb2.WorkerMessage] = asyncio.Queue()
@@ -271,9 +272,9 @@ class WorkerAgent:
             for assignment in batch:
                 if self.draining:
                     # Credits raced with the drain: hand it straight back.
-                    self._done(assignment, _abandoned("the worker is draining"))
+                    self._done(assignment, self._abandoned("the worker is draining"))
                 elif not self.permit.may_start():
-                    self._done(assignment, _abandoned("the worker was not heard by its registry lately"))
+                    self._done(assignment, self._abandoned("the worker was not heard by its registry lately"))
                 else:
                     with self._spans.starting(assignment):
                         self.executor.submit(assignment)
@@ -339,6 +340,11 @@ class WorkerAgent:
                 )
             )
 
+    def _abandoned(self, reason: str) -> Outcome:
+        """An assignment handed back unstarted, ended now."""
+        now = self._clock.now()
+        return Outcome(False, -1, reason, now, now, abandoned=True)
+
     def _done(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
         attempt = assignment.attempt
         # How it failed ends the attempt's log, sent ahead of the result.
@@ -371,8 +377,3 @@ class WorkerAgent:
 def _text(value: str) -> str:
     """A task's output or error as text a registry accepts: NUL characters replaced."""
     return value.replace("\x00", "\ufffd")
-
-
-def _abandoned(reason: str) -> Outcome:
-    now = datetime.now(UTC)
-    return Outcome(False, -1, reason, now, now, abandoned=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import grpc
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
-from schedd_core.bundle_archive import MAX_ARCHIVE_BYTES
+from schedd_core.limits import MAX_ARCHIVE_BYTES
 from schedd_rpc.tls import token_metadata
 
 #: Seconds one registry has to send a whole bundle.

@@ -29,6 +29,7 @@ from pathlib import Path
 import grpc
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
+from schedd_core.backoff import Backoff
 from schedd_rpc.tls import ClientTLS, token_metadata
 from schedd_worker.config import WorkerConfig
 
@@ -112,7 +113,7 @@ async def enroll(
     """Call ``Enroll`` on the registries in turn until one answers; raise :class:`EnrollmentFailed`
     on a refusal or once ``patience`` seconds passed."""
     deadline = time.monotonic() + patience
-    delay = 0.2
+    backoff = Backoff(0.2, 5.0)
     attempt = 0
     while True:
         registry = registries[attempt % len(registries)]
@@ -125,14 +126,13 @@ async def enroll(
                     f"registry {registry} refused to enroll worker {worker_id!r}: {exc.code().name}: "
                     f"{exc.details()}"
                 ) from None
-            if time.monotonic() + delay > deadline:
+            if time.monotonic() + backoff.delay > deadline:
                 raise EnrollmentFailed(
                     f"no registry answered within {patience:g}s to enroll worker {worker_id!r} "
                     f"(last: {registry}: {exc.details()})"
                 ) from None
             log.warning("enrolling at registry %s failed (%s); trying again", registry, exc.details())
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)
+        await asyncio.sleep(backoff.take())
 
 
 async def _enroll_at(

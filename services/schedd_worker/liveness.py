@@ -22,6 +22,7 @@ from schedd_coord.credentials import EtcdAuth
 from schedd_coord.errors import CoordinationError, EtcdAuthFailed
 from schedd_coord.lease import KeptLease, LeaseTiming
 from schedd_coord.members import announce_worker
+from schedd_core.backoff import Backoff
 from schedd_core.permits import Permit
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ async def keep_liveness(
     """Hold the liveness key until cancelled, telling ``permit`` whether a lease backs it.
     ``auth``: the etcd user (``SCHEDD_ETCD_*`` when None)."""
     client = EtcdClient(endpoints, auth=auth)
-    delay = 0.2
+    backoff = Backoff(0.2, 5.0)
     try:
         while True:
             lease = KeptLease(endpoints, timing, auth=auth)
@@ -75,11 +76,11 @@ async def keep_liveness(
                 await announce_worker(client, worker_id, incarnation, lease.lease_id)
                 permit.lease_held(_deadline_of(lease))
                 on_change()
-                delay = 0.2
+                backoff.reset()
                 await lease.lost.wait()
                 log.warning("the worker's etcd lease was lost; running on registry acknowledgements alone")
             except CoordinationError as exc:
-                log.warning("liveness lease: %s; retrying in %.1fs", exc, delay)
+                log.warning("liveness lease: %s; retrying in %.1fs", exc, backoff.delay)
             except asyncio.CancelledError:
                 # The worker is leaving in order: give the key up now rather than one TTL later.
                 permit.lease_lost()
@@ -91,7 +92,6 @@ async def keep_liveness(
                 on_change()
                 with contextlib.suppress(Exception):
                     await lease.stop(revoke=False)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(backoff.take())
     finally:
         await client.close()

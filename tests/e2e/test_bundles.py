@@ -20,7 +20,7 @@ import pytest
 from schedctl.bundles import PIECE_BYTES
 from schedd.v1 import api_pb2, api_pb2_grpc, worker_pb2, worker_pb2_grpc
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.bundle_archive import MAX_ARCHIVE_BYTES
+from schedd_core.limits import MAX_ARCHIVE_BYTES
 from schedd_devstack import LocalEtcd
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import make_base_dir

@@ -82,7 +82,8 @@ def test_deeply_nested_yaml(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("conf", "expect"),
     [
-        ("[" * 100_000, "characters; the limit"),
+        ('{"blob": "' + "x" * 70_000 + '"}', "bytes; the limit is 65536"),
+        ("[" * 100_000, "nested deeper than 32"),
         ('{"a": ' * 40 + "1" + "}" * 40, "nested deeper than 32"),
         ("[1, 2]", "must be a JSON object"),
         ("{not json", "not valid JSON"),

@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from schedd.v1 import api_pb2, worker_pb2
+from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_devstack.services import Cluster
 from tests.fixtures.services import cluster_on_own_database, schedctl
 from tests.security.raw_worker import RawWorker
@@ -35,7 +36,6 @@ pytestmark = pytest.mark.e2e
 RPC_TIMEOUT = 30.0
 #: Bound (seconds) on waiting for a state the cluster reaches on its own.
 LIVENESS = 60.0
-MAX_LOG_BYTES_PER_ATTEMPT = 4 * 1024 * 1024
 ENROLL = "/schedd.v1.WorkerRegistry/Enroll"
 
 ATTEMPT = """

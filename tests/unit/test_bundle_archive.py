@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd_core import bundle_archive
+from schedd_core import bundle_archive, limits
 from schedd_core.bundle_archive import BundleTooLarge, check_archive
 from schedd_core.errors import InvalidArgument
 from schedd_exec import bundle_pack
@@ -159,4 +159,4 @@ def test_check_archive_refuses_what_pack_never_makes(archive: bytes, problem: st
 
 def test_check_archive_refuses_an_oversized_archive() -> None:
     with pytest.raises(InvalidArgument, match="a bundle may be at most"):
-        check_archive(b"\0" * (bundle_archive.MAX_ARCHIVE_BYTES + 1))
+        check_archive(b"\0" * (limits.MAX_ARCHIVE_BYTES + 1))

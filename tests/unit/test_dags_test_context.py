@@ -14,8 +14,8 @@ from typer.testing import CliRunner, Result
 import schedctl.main  # noqa: F401  (registers every command)
 from schedctl.cli import app
 from schedd_core.errors import InvalidArgument
+from schedd_core.limits import MAX_CONF_BYTES
 from schedd_core.params import check_run_params
-from schedd_core.spec import MAX_PARAMS_BYTES
 from schedd_rpc import convert
 from schedd_sdk.loader import load_dags
 
@@ -109,8 +109,8 @@ def test_the_runs_conf_reaches_dag_run_conf_as_the_cluster_stores_it() -> None:
 def _api_refusal(dag_id: str, conf: dict[str, Any]) -> str:
     """The message the api refuses ``conf`` with, from the api's own checks."""
     size = convert.struct(conf).ByteSize()
-    if size > MAX_PARAMS_BYTES:
-        return f"conf: is {size} bytes; the limit is {MAX_PARAMS_BYTES}"
+    if size > MAX_CONF_BYTES:
+        return f"conf: is {size} bytes; the limit is {MAX_CONF_BYTES}"
     (spec,) = [s for s in load_dags(DAGS) if s.dag_id == dag_id]
     with pytest.raises(InvalidArgument) as refused:
         check_run_params(spec, conf)

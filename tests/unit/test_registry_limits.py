@@ -9,8 +9,9 @@ import json
 import pytest
 
 from schedd.v1 import worker_pb2
+from schedd_core.limits import MAX_RESULT_BYTES
 from schedd_registry.dispatcher import split_by_size
-from schedd_registry.servicer import MAX_RESULT_BYTES, _result_problem
+from schedd_registry.servicer import _result_problem
 
 
 @pytest.mark.parametrize(

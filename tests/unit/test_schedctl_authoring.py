@@ -97,7 +97,7 @@ def test_dags_test_finds_a_dag_by_id_and_follows_branches() -> None:
         (["no_such_dag", "--dags-folder", str(EXAMPLES)], "no DAG 'no_such_dag'"),
         ([str(SDK_EXAMPLES / "multi.py")], "pick one with --dag"),
         ([str(EXAMPLES / "branching.py"), "--conf", "[1]"], "--conf must be a JSON object"),
-        ([str(EXAMPLES / "branching.py"), "--conf", "{"], "--conf is not JSON"),
+        ([str(EXAMPLES / "branching.py"), "--conf", "{"], "--conf is not valid JSON"),
         ([str(EXAMPLES / "branching.py"), "--logical-date", "soon"], "is not an ISO 8601 date"),
         ([str(SDK_EXAMPLES / "broken.py")], "importing it raised KeyError"),
     ],

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from schedd.v1 import worker_pb2
+from schedd_core.limits import MAX_LOG_PIECE_CHARS
 from schedd_core.log_lines import STAMP_WIDTH, LineStamper, StampRemover, stamp
-from schedd_exec.attempt_log import MAX_PIECE_CHARS, NOTE_RESERVE, AttemptLogs
+from schedd_exec.attempt_log import NOTE_RESERVE, AttemptLogs
 from schedd_exec.outcome import Outcome
 from schedd_exec.python_pool import PythonPool
 from schedd_exec.shell import run_shell
@@ -111,7 +112,7 @@ def test_offsets_count_utf8_bytes_and_characters_split_between_reads_stay_whole(
 def test_a_big_read_is_stored_in_pieces_a_registry_takes() -> None:
     logs = AttemptLogs()
     pieces = logs.output("a1", b"\n" * 20_000)  # 20,000 stamped empty lines
-    assert len(pieces) > 1 and all(len(p.text) <= MAX_PIECE_CHARS for p in pieces)
+    assert len(pieces) > 1 and all(len(p.text) <= MAX_LOG_PIECE_CHARS for p in pieces)
     assert [p.offset for p in pieces] == [
         sum(len(q.text.encode()) for q in pieces[:i]) for i in range(len(pieces))
     ]
