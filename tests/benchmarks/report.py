@@ -90,6 +90,18 @@ TARGETS = [
         (">=", 1000.0),
     ),
     Target(
+        "chain median while 1,000 runs are created at once (x quiet)",
+        _get("bursts", "runs_burst", "chain_median_x_quiet"),
+        "x",
+        ("<=", 2.0),
+    ),
+    Target(
+        "chain median while 100k task instances are queued elsewhere (x quiet)",
+        _get("bursts", "backlog_burst", "chain_median_x_quiet"),
+        "x",
+        ("<=", 2.0),
+    ),
+    Target(
         "chain median with 10,000 other DAGs, 100k finished and 100k queued (x empty)",
         _worst(*(_ratio((g, "gap_ms_median"), ("growth_empty", "gap_ms_median")) for g in GROWTH)),
         "x",

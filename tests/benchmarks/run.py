@@ -30,7 +30,10 @@ real services. Groups (``--only`` picks some):
 - ``mapping``: a task mapped over a 1,000-element list on 4 workers with 8 slots each: the expansion
   (the list's end to its instances queued), task instances per second created and run, and the time
   to the end of the reduce over their results;
-- ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out.
+- ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out;
+- ``bursts``: a 50-link chain quiet, while 1,000 runs of a 5-task DAG are created at once (and their
+  tasks/s), and right after 100 runs of a 1,000-task DAG (100k task instances) are created in a
+  queue no worker serves (``tests.benchmarks.bursts``).
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
 and ``bench-results.png`` (chain latency CDF, throughput by worker count). Nothing is asserted.
@@ -61,6 +64,7 @@ from schedd_devstack.services import Cluster
 from schedd_devstack.stack import DevStack
 from tests.benchmarks import ab
 from tests.benchmarks.backfill import measure_backfill
+from tests.benchmarks.bursts import measure_bursts
 from tests.benchmarks.celery_peer import measure_celery
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
@@ -90,6 +94,7 @@ GROUPS = (
     "timers",
     "mapping",
     "profile",
+    "bursts",
     "growth",
 )
 
@@ -150,6 +155,10 @@ class Bench:
                 lambda: measure_single_task(c, self.workdir, runs=20, label="plain"),
                 self.results,
             )
+
+    def bursts(self) -> None:
+        with self.cluster("bursts", workers=4, worker_capacity=8) as c:
+            section("bursts", lambda: measure_bursts(c, self.workdir, links=50), self.results)
 
     def growth(self) -> None:
         """Last, since the load it adds stays in the store."""
@@ -351,6 +360,8 @@ def main() -> None:
             bench.mapping()
         if "profile" in groups:
             bench.profile()
+        if "bursts" in groups:
+            bench.bursts()
         if "growth" in groups:
             bench.growth()
     bench.results["bench_seconds"] = time.monotonic() - started

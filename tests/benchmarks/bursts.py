@@ -1,0 +1,135 @@
+"""Isolation under bursts: a small DAG's chain, quiet and while others' work lands at once.
+
+- ``runs_burst``: 1,000 runs of a 5-task DAG created at once through the api; the tasks/s they run
+  at (from the first creation to the last run's end), and the chain's link latency measured
+  meanwhile;
+- ``backlog_burst``: 100 runs of a 1,000-task DAG in a queue no worker serves (100k task instances
+  the leader plans and queues), and the chain measured right after they were created, while the
+  leader takes them in.
+
+Every chain figure is also given as a ratio to the chain measured quiet, on the same cluster just
+before (the target: within 2x). The DAGs of the bursts are deleted with their runs afterwards, so
+what follows measures an empty store again.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from schedd.v1 import api_pb2, api_pb2_grpc
+from schedd_devstack.services import Cluster
+from tests.benchmarks.common import NOOP, register
+from tests.benchmarks.workloads import measure_chain
+
+RPC_SECONDS = 120.0
+
+
+def _chain_5(dag_id: str) -> dict[str, Any]:
+    tasks: list[dict[str, Any]] = [{"task_id": "t0", "python": {"target": NOOP}}]
+    tasks += [
+        {"task_id": f"t{i}", "upstream": [f"t{i - 1}"], "python": {"target": NOOP}} for i in range(1, 5)
+    ]
+    return {"dag_id": dag_id, "max_active_runs": 1000, "tasks": tasks}
+
+
+def _backlog(dag_id: str) -> dict[str, Any]:
+    tasks = [{"task_id": f"t{i:04d}", "shell": {"command": "true"}, "queue": "nobody"} for i in range(1000)]
+    return {"dag_id": dag_id, "max_active_runs": 100, "tasks": tasks}
+
+
+def _create_runs(cluster: Cluster, dag_id: str, count: int) -> None:
+    """``count`` runs of ``dag_id`` created at once (every request in flight before the first answer)."""
+    with grpc.insecure_channel(cluster.api_address) as channel:
+        runs = api_pb2_grpc.RunServiceStub(channel)
+        calls: list[Future[Any]] = [
+            runs.CreateRun.future(
+                api_pb2.CreateRunRequest(parent=f"dags/{dag_id}", run_id=f"burst-{i:05d}"),
+                timeout=RPC_SECONDS,
+            )
+            for i in range(count)
+        ]
+        for call in calls:
+            call.result()
+
+
+def _delete(cluster: Cluster, dag_id: str) -> None:
+    with grpc.insecure_channel(cluster.api_address) as channel:
+        dags = api_pb2_grpc.DagServiceStub(channel)
+        dags.DeleteDag(api_pb2.DeleteDagRequest(name=f"dags/{dag_id}", cancel_runs=True), timeout=RPC_SECONDS)
+
+
+def _chain_beside(cluster: Cluster, workdir: Path, links: int, label: str, burst: Any) -> dict[str, Any]:
+    """The chain measured in a thread while ``burst()`` runs in this one."""
+    measured: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    def chain() -> None:
+        try:
+            measured.update(measure_chain(cluster, workdir, links, label))
+        except BaseException as exc:  # handed to the caller's thread below
+            failed.append(exc)
+
+    thread = threading.Thread(target=chain)
+    thread.start()
+    burst()
+    thread.join(timeout=900)
+    if failed:
+        raise RuntimeError(f"the chain measured beside the burst ({label}) failed") from failed[0]
+    if thread.is_alive():
+        raise TimeoutError(f"the chain measured beside the burst ({label}) did not end in 900 s")
+    return measured
+
+
+def _wait_ended(cluster: Cluster, dag_id: str, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    query = "SELECT count(*) FROM dag_runs WHERE dag_id = $1 AND state IN ('success', 'failed')"
+    while cluster.fetchval(query, dag_id) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{dag_id}: {count} runs not ended in {timeout:g} s")
+        time.sleep(0.1)
+
+
+def measure_bursts(cluster: Cluster, workdir: Path, links: int, runs: int = 1000) -> dict[str, Any]:
+    quiet = measure_chain(cluster, workdir, links, "quiet")
+    register(cluster, _chain_5("burst5"), workdir)
+    started = time.monotonic()
+
+    def runs_burst() -> None:
+        _create_runs(cluster, "burst5", runs)
+
+    during_runs = _chain_beside(cluster, workdir, links, "during-runs", runs_burst)
+    _wait_ended(cluster, "burst5", runs, timeout=900)
+    tasks_per_s = 5 * runs / (time.monotonic() - started)
+    _delete(cluster, "burst5")
+
+    register(cluster, _backlog("backlog100k"), workdir)
+    during_backlog = _chain_beside(
+        cluster, workdir, links, "during-backlog", lambda: _create_runs(cluster, "backlog100k", 100)
+    )
+    _delete(cluster, "backlog100k")
+    return {
+        "quiet": _figures(quiet),
+        "runs_burst": {
+            "runs": runs,
+            "tasks_per_s": tasks_per_s,
+            "chain": _figures(during_runs),
+            "chain_median_x_quiet": during_runs["gap_ms_median"] / quiet["gap_ms_median"],
+        },
+        "backlog_burst": {
+            "task_instances": 100 * 1000,
+            "chain": _figures(during_backlog),
+            "chain_median_x_quiet": during_backlog["gap_ms_median"] / quiet["gap_ms_median"],
+        },
+    }
+
+
+def _figures(chain: dict[str, Any]) -> dict[str, float]:
+    gaps = chain["gaps_ms"]
+    return {"gap_ms_median": statistics.median(gaps), "gap_ms_p99": chain["gap_ms_p99"]}
