@@ -21,6 +21,7 @@ from schedd_devstack.services import Cluster
 from schedd_faults.points import arm
 from tests.chaos.invariants import marked_dag, read_marks
 from tests.fixtures.services import schedctl as run_schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -41,13 +42,6 @@ def cluster(fresh_database_url: str, etcd_endpoints: str, tmp_path: Path) -> Ite
     yield cluster
     cluster.stop()
     cluster.release_election()
-
-
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g}s waiting for {what}"
-        time.sleep(0.05)
 
 
 def queued(cluster: Cluster, run_id: str) -> int:
@@ -76,7 +70,7 @@ def during_the_window(cluster: Cluster, tmp_path: Path, call: Callable[[], Any])
 
     thread = threading.Thread(target=run)
     thread.start()
-    poll(hit.exists, 30, "the control call to read the task instances")
+    wait_until("the control call to read the task instances", hit.exists, 30)
     cluster.add_worker(capacity=8)
     thread.join(60)
     assert not errors, errors
@@ -90,7 +84,7 @@ def register(cluster: Cluster, tmp_path: Path, marks: Path) -> None:
     assert result.returncode == 0, result.stderr
     result = run_schedctl(cluster.api_address, "runs", "trigger", "race", "--run-id", "r1")
     assert result.returncode == 0, result.stderr
-    poll(lambda: queued(cluster, "r1") == len(TASKS), 30, "every task to be queued")
+    wait_until("every task to be queued", lambda: queued(cluster, "r1") == len(TASKS), 30)
 
 
 def test_a_cancel_racing_a_claim_leaves_nothing_running(cluster: Cluster, tmp_path: Path) -> None:
@@ -124,7 +118,7 @@ def test_a_mark_racing_a_claim_leaves_nothing_running(
             cluster, tmp_path, lambda: runs.SetTaskInstanceState(request, timeout=60)
         )
     # The other tasks run; the marked one, queued when it was marked, never starts.
-    poll(lambda: len(read_marks(marks)) >= len(TASKS) - 1, 60, "the other tasks to start")
+    wait_until("the other tasks to start", lambda: len(read_marks(marks)) >= len(TASKS) - 1, 60)
     time.sleep(max(0.0, marked_at + 1.0 - time.time()))  # t0, had it been claimed, would have started
     assert ("r1", "t0") not in read_marks(marks), "the task marked while queued ran anyway"
     assert (
