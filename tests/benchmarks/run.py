@@ -27,6 +27,9 @@ real services. Groups (``--only`` picks some):
 - ``mapping``: a task mapped over a 1,000-element list on 4 workers with 8 slots each: the expansion
   (the list's end to its instances queued), task instances per second created and run, and the time
   to the end of the reduce over their results;
+- ``pypool``: the warm Python pool alone (``tests.benchmarks.pypool``): no-op tasks per second with 2
+  children, and how long ending an overrunning task (on SIGTERM, and on SIGKILL after the kill grace)
+  and closing the pool take;
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out.
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
@@ -59,6 +62,7 @@ from tests.benchmarks.common import FAST_LEASE, register, schedctl
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.mapping import measure_mapped_task
 from tests.benchmarks.profile import profile
+from tests.benchmarks.pypool import measure_pypool
 from tests.benchmarks.report import plot, table, verdicts
 from tests.benchmarks.sensors import measure_waiting_sensors
 from tests.benchmarks.timers import measure_timer_lateness
@@ -80,6 +84,7 @@ GROUPS = (
     "sensors",
     "timers",
     "mapping",
+    "pypool",
     "profile",
     "growth",
 )
@@ -218,6 +223,9 @@ class Bench:
                 self.results,
             )
 
+    def pypool(self) -> None:
+        section("pypool", measure_pypool, self.results)
+
     def profile(self) -> None:
         with self.cluster("profile", workers=4, worker_capacity=8) as c:
             n = self.args.fan_out
@@ -307,6 +315,8 @@ def main() -> None:
             bench.timers()
         if "mapping" in groups:
             bench.mapping()
+        if "pypool" in groups:
+            bench.pypool()
         if "profile" in groups:
             bench.profile()
         if "growth" in groups:
