@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedd_core.states import TASK_TRANSITIONS, AttemptState, RunState, TaskState
+from schedd_core.states import TASK_TRANSITIONS, WAITING_TO_RUN, AttemptState, RunState, TaskState
 from schedd_store.statements.guards import _guarded, _sql
 from schedd_store.statements.scheduling import _FAILED_COLUMNS, _FAILURE_EVENTS
 
@@ -74,16 +74,7 @@ STOP_RUNNING = _guarded(
 SKIP_UNRUN = _guarded(
     "UPDATE task_instances SET state = 'skipped', ended_at = now() "
     "WHERE run_pk = :run_pk AND state = ANY(:ti_sources) RETURNING id",
-    ti=(
-        {
-            TaskState.NONE,
-            TaskState.SCHEDULED,
-            TaskState.QUEUED,
-            TaskState.UP_FOR_RETRY,
-            TaskState.UP_FOR_RESCHEDULE,
-        },
-        {TaskState.SKIPPED},
-    ),
+    ti=(WAITING_TO_RUN, {TaskState.SKIPPED}),
 )
 
 #: A cancel: the run fails, known as cancelled.

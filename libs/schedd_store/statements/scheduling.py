@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schedd_core.states import AttemptState, RunState, TaskState
+from schedd_core.states import WAITING_TO_RUN, AttemptState, RunState, TaskState
 from schedd_store import channels
 from schedd_store.statements.guards import _guarded, _sql
 from schedd_store.statements.occupancy import OCCUPANCY_OF_POOLS
@@ -319,16 +319,7 @@ QUARANTINE_RUN = _guarded(
     "  WHERE run_pk IN (SELECT id FROM run) AND state = ANY(:ti_sources) RETURNING id"
     ") SELECT id, (SELECT count(*) FROM skipped) AS skipped FROM run",
     run=({RunState.QUEUED, RunState.RUNNING}, {RunState.FAILED}),
-    ti=(
-        {
-            TaskState.NONE,
-            TaskState.SCHEDULED,
-            TaskState.QUEUED,
-            TaskState.UP_FOR_RETRY,
-            TaskState.UP_FOR_RESCHEDULE,
-        },
-        {TaskState.SKIPPED},
-    ),
+    ti=(WAITING_TO_RUN, {TaskState.SKIPPED}),
 )
 
 START_RUNS = _guarded(
