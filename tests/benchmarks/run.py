@@ -27,6 +27,9 @@ real services. Groups (``--only`` picks some):
 - ``mapping``: a task mapped over a 1,000-element list on 4 workers with 8 slots each: the expansion
   (the list's end to its instances queued), task instances per second created and run, and the time
   to the end of the reduce over their results;
+- ``flood``: 300,000 task instances triggered at once (30 runs of 10,000 tasks no worker serves) and a
+  one-task DAG triggered once a second meanwhile: how long creating them takes and how late the
+  one-task runs start (``tests.benchmarks.flood``);
 - ``pypool``: the warm Python pool alone (``tests.benchmarks.pypool``): no-op tasks per second with 2
   children, and how long ending an overrunning task (on SIGTERM, and on SIGKILL after the kill grace)
   and closing the pool take;
@@ -59,6 +62,7 @@ from schedd_devstack.stack import DevStack
 from tests.benchmarks.backfill import measure_backfill
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
+from tests.benchmarks.flood import measure_flood
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.mapping import measure_mapped_task
 from tests.benchmarks.profile import profile
@@ -84,6 +88,7 @@ GROUPS = (
     "sensors",
     "timers",
     "mapping",
+    "flood",
     "pypool",
     "profile",
     "growth",
@@ -223,6 +228,10 @@ class Bench:
                 self.results,
             )
 
+    def flood(self) -> None:
+        with self.cluster("flood", workers=1) as c:
+            section("flood", lambda: measure_flood(c, self.workdir, runs=30, tasks=10_000), self.results)
+
     def pypool(self) -> None:
         section("pypool", measure_pypool, self.results)
 
@@ -315,6 +324,8 @@ def main() -> None:
             bench.timers()
         if "mapping" in groups:
             bench.mapping()
+        if "flood" in groups:
+            bench.flood()
         if "pypool" in groups:
             bench.pypool()
         if "profile" in groups:
