@@ -9,10 +9,6 @@ class CoordinationError(Unavailable):
     """etcd could not be reached or answered with an error."""
 
 
-class LeaseLost(CoordinationError):
-    """The lease expired, was revoked, or could not be renewed in time."""
-
-
 class EtcdAuthFailed(CoordinationError):
     """etcd refused the user name or password (``SCHEDD_ETCD_USER`` and its password)."""
 

@@ -42,10 +42,6 @@ class IllegalTransition(FailedPrecondition):
     """A state change was not allowed from the row's current state (zero rows matched the guard)."""
 
 
-class StaleAttempt(FailedPrecondition):
-    """A report named an attempt that is no longer the current one of its task instance."""
-
-
 class FencedOut(ScheddError):
     """A scheduler write carried a fencing token lower than the one in PostgreSQL.
 

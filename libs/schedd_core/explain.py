@@ -9,7 +9,7 @@ from datetime import datetime
 from schedd_core.graph import DagGraph
 from schedd_core.planner import PAST_OK, TaskSnapshot, instances_of, upstream_counts
 from schedd_core.sensor_wait import sensor_wait_reason
-from schedd_core.states import TaskState
+from schedd_core.states import RunState, TaskState
 from schedd_core.triggers import Verdict, evaluate, evaluate_setups
 
 
@@ -47,7 +47,7 @@ def explain(graph: DagGraph, facts: ExplainFacts, tasks: Mapping[str, TaskSnapsh
         return ["it is running"]
     if facts.paused:
         reasons.append("its DAG is paused")
-    if facts.run_state == "queued" and graph.max_active_runs:
+    if facts.run_state == RunState.QUEUED and graph.max_active_runs:
         reasons.append(
             f"its run waits to start: {facts.dag_running_runs} of max_active_runs={graph.max_active_runs} "
             "runs of the DAG are running"

@@ -198,8 +198,6 @@ BACKFILL_TRANSITIONS: dict[BackfillState, frozenset[BackfillState]] = {
     B.CANCELLED: frozenset({B.RUNNING, B.PAUSED}),
 }
 
-BACKFILL_ACTIVE: frozenset[BackfillState] = frozenset({B.RUNNING, B.PAUSED})
-
 
 def allowed_task_sources(target: TaskState) -> list[str]:
     """The states a task instance may move to ``target`` from, as plain strings for SQL."""

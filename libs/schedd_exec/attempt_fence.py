@@ -40,7 +40,6 @@ class AttemptFence:
         self._running = running
         self._stop_all = stop_all
         self._changed = asyncio.Event()
-        self.lapses = 0
 
     def poke(self) -> None:
         """Something the permit depends on changed (an ack, the lease)."""
@@ -55,7 +54,6 @@ class AttemptFence:
             if left <= 0 and not lapsed:
                 lapsed = True
                 if self._running():
-                    self.lapses += 1
                     log.warning(
                         "no heartbeat acknowledged and no liveness lease for too long: stopping %d attempts",
                         self._running(),

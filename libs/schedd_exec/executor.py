@@ -144,9 +144,6 @@ class AttemptExecutor:
         """How many attempts run now; safe to read from another thread (a metrics scrape)."""
         return len(self._running)
 
-    def is_running(self, attempt_id: str) -> bool:
-        return attempt_id in self._running
-
     def submit(self, assignment: worker_pb2.Assignment) -> None:
         attempt_id = assignment.attempt.attempt_id
         if attempt_id in self._running:

@@ -2,5 +2,5 @@
 
 PostgreSQL is the one source of truth. Statements that enforce an invariant
 (fencing, guarded transitions, attempt-conditional reports, SKIP LOCKED claims)
-live in ``statements.py`` under names that say what they guarantee.
+live in ``schedd_store.statements`` (a submodule per area) under names that say what they guarantee.
 """

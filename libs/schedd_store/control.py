@@ -31,7 +31,7 @@ from schedd_core.graph import DagGraph
 from schedd_core.request_key import RequestKey
 from schedd_core.states import RUN_FINISHED, WAITING_TO_RUN, RunState, TaskState, allowed_task_sources
 from schedd_faults import FaultPoints
-from schedd_store import channels, run_versions
+from schedd_store import channels, run_versions, schedules
 from schedd_store import statements as sql
 from schedd_store.instance_lookup import missing_instance
 from schedd_store.instance_selection import keys_in_order, to_clear, to_reevaluate
@@ -53,7 +53,7 @@ async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
             runs = [r[0] for r in (await conn.execute(sql.UNFINISHED_RUNS_OF_DAG, {"dag_id": dag_id})).all()]
             for payload in channels.encode_ids(runs):
                 await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})
-            await conn.execute(sql.WAKE_SCHEDULE, {"dag_id": dag_id})
+            await schedules.wake_schedule(conn, dag_id)
 
 
 @dataclass
@@ -116,12 +116,14 @@ def _expect(what: str, expected: int, rows: Sequence[object]) -> None:
         )
 
 
-async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: str, error: str) -> None:
+async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: TaskState, error: str) -> None:
     """Stop running attempts (locked by the caller): their task instances move to ``target`` and their
     workers are told to kill them."""
     if not ids:
         return
-    rows = (await conn.execute(sql.STOP_RUNNING, {"ids": list(ids), "target": target, "error": error})).all()
+    rows = (
+        await conn.execute(sql.STOP_RUNNING, {"ids": list(ids), "target": target.value, "error": error})
+    ).all()
     _expect("stopping running attempts", len(ids), rows)
     if any(r.events for r in rows):
         await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
@@ -179,7 +181,7 @@ async def cancel_locked(
     if RunState(run.state) in RUN_FINISHED:
         raise FailedPrecondition(f"run {quote(run_id)} of dag {quote(dag_id)} is already {run.state}")
     running = [t.id for t in run.tasks.values() if t.state == TaskState.RUNNING]
-    await _stop(conn, running, target="failed", error="the run was cancelled")
+    await _stop(conn, running, target=TaskState.FAILED, error="the run was cancelled")
     unrun = [t for t in run.tasks.values() if t.state in WAITING_TO_RUN]
     skipped = (await conn.execute(sql.SKIP_UNRUN, {"run_pk": run.pk})).all()
     _expect("skipping the tasks that did not run", len(unrun), skipped)
@@ -260,7 +262,7 @@ async def _clear_locked(
     await _stop(
         conn,
         [t.id for t in rows if t.state == TaskState.RUNNING],
-        target="failed",
+        target=TaskState.FAILED,
         error="the task instance was cleared",
     )
     cleared = await _clear(conn, run, rows)
@@ -333,7 +335,7 @@ async def _set_state_locked(
         await _wake_claims(conn, run)
         return
     if ti.state == TaskState.RUNNING:
-        await _stop(conn, [ti.id], target=state.value, error=f"marked {state.value} by hand")
+        await _stop(conn, [ti.id], target=state, error=f"marked {state.value} by hand")
     else:
         row = (
             await conn.execute(

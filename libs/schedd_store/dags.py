@@ -31,15 +31,6 @@ class Registration:
     previous_version: str
     created_dag: bool
 
-    @property
-    def moved_back(self) -> bool:
-        """The DAG's current version is now an older version it had before (not the one it had)."""
-        return (
-            not self.created_version
-            and bool(self.previous_version)
-            and (self.previous_version != self.dag.version_hash)
-        )
-
 
 async def register_dag(
     engine: AsyncEngine,
@@ -53,7 +44,7 @@ async def register_dag(
 
     A new DAG is created paused when ``paused_if_created``; an existing DAG keeps its paused state.
     An identical spec (same canonical hash) creates no version: the DAG's current version becomes
-    that one (which may be an older one: :attr:`Registration.moved_back`). Concurrent registrations
+    that one (which may be an older one than it had). Concurrent registrations
     of one DAG are serialised by a row lock on the DAG. With ``request``, a retry changes nothing and
     the same request id with another spec is refused (AlreadyExists). When ``schedule_key``
     (``schedd_core.timetable_spec.schedule_key``) differs from the stored one, the leader is woken to plan

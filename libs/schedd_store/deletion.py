@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.errors import FailedPrecondition, NotFound, quote
 from schedd_core.request_key import RequestKey
+from schedd_core.states import RunState
 from schedd_store import channels, control
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
@@ -86,7 +87,7 @@ async def delete_run(
         if run is None:
             raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
         in_flight = (await conn.execute(sql.RUN_TASKS_IN_FLIGHT, {"run_pk": run.id})).scalar_one()
-        if run.state in ("queued", "running") or in_flight:
+        if run.state in (RunState.QUEUED, RunState.RUNNING) or in_flight:
             raise FailedPrecondition(
                 f"run {quote(run_id)} of dag {quote(dag_id)} is {run.state} with {in_flight} task "
                 "instances queued or running: cancel it before deleting it"

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
-from schedd_core.states import WorkerState
+from schedd_core.states import TaskState, WorkerState
 from schedd_store import channels
 from schedd_store import statements as sql
 from schedd_store.report_status import ReportStatus as ReportStatus
@@ -141,7 +141,7 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
         "ti_ids": [r.ti_id for r in finished],
         "attempt_ids": [r.attempt_id for r in finished],
         "try_numbers": [r.try_number for r in finished],
-        "targets": ["success" if r.succeeded else "failed" for r in finished],
+        "targets": [(TaskState.SUCCESS if r.succeeded else TaskState.FAILED).value for r in finished],
         "exit_codes": [r.exit_code for r in finished],
         "errors": [r.error for r in finished],
         "started": [r.started_at for r in finished],
@@ -315,8 +315,3 @@ async def mark_worker_gone(engine: AsyncEngine, *, worker_id: str, registry: str
         await conn.execute(
             sql.MARK_WORKER_GONE, {"worker_id": worker_id, "registry": registry, "incarnation": incarnation}
         )
-
-
-async def queue_depths(engine: AsyncEngine) -> dict[str, int]:
-    async with engine.connect() as conn:
-        return {r.queue: int(r.depth) for r in (await conn.execute(sql.QUEUE_DEPTHS)).all()}

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from schedd_core.errors import NotFound, quote
 from schedd_core.graph import DagGraph
 from schedd_core.mapping import UNMAPPED, instance_key, split_key
+from schedd_core.states import TaskState
 from schedd_store import statements as sql
 from schedd_store.records import parse_spec
 
@@ -44,7 +45,7 @@ async def missing_instance(conn: AsyncConnection, dag_id: str, run_id: str, key:
         if map_index == UNMAPPED:
             return NotFound(f"task {quote(task_id)} is mapped: name one of its instances, {listed}")
         return NotFound(f"task {quote(task_id)} of run {quote(run_id)} has no instance {map_index}: {listed}")
-    if map_index == UNMAPPED or row.placeholder_state in (None, "none", "scheduled"):
+    if map_index == UNMAPPED or row.placeholder_state in (None, TaskState.NONE, TaskState.SCHEDULED):
         what = "has no task instance yet" if map_index == UNMAPPED else "has not been expanded yet"
         return NotStartedYet(f"task {quote(task_id)} of run {quote(run_id)} {what}")
     return NotFound(

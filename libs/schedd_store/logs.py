@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import NotFound, quote
 from schedd_core.mapping import split_key
-from schedd_core.states import TaskState
+from schedd_core.states import AttemptState, TaskState
 from schedd_store import statements as sql
 from schedd_store.instance_lookup import NotStartedYet, missing_instance
 
@@ -87,7 +87,7 @@ async def read_logs(
         data=out.decode(errors="replace"),
         next_offset=position,
         try_number=number,
-        complete=attempt_state is not None and attempt_state != "running",
+        complete=attempt_state is not None and attempt_state != AttemptState.RUNNING,
         state=TaskState(ti.state),
         latest_try=latest,
         max_tries=ti.max_tries,

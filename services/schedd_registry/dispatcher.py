@@ -62,7 +62,6 @@ class Dispatcher:
         self._faults = faults or FaultPoints()
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
-        self.claimed_total = 0
         self._turn = 0
 
     def attach(self, session: WorkerSession) -> None:
@@ -126,7 +125,6 @@ class Dispatcher:
             if not claimed:
                 continue
             self._faults.hit("registry.claimed")
-            self.claimed_total += len(claimed)
             if self._on_assigned is not None:  # before sending: it may set the assignments' traceparent
                 self._on_assigned([assignment for _, assignment in claimed])
             per_worker: dict[str, list[worker_pb2.Assignment]] = {}

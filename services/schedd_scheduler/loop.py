@@ -46,7 +46,7 @@ from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
 from schedd_core.graph import DagGraph
 from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
 from schedd_core.planner import MapLengths, RunPlan, plan_run, plan_timeout
-from schedd_core.states import TASK_FINISHED, TaskState
+from schedd_core.states import TASK_FINISHED, RunState, TaskState
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pass_spans import PassSpans
@@ -268,7 +268,7 @@ class SchedulingLoop:
             {
                 r.dag_id
                 for r in runs
-                if r.state == "queued"
+                if r.state == RunState.QUEUED
                 and not r.paused
                 and r.backfill_id is None
                 and self._versions.graph(r.version_id).max_active_runs
@@ -285,7 +285,7 @@ class SchedulingLoop:
                 if plan.run_state is not None and not plan.to_queue and not plan.to_measure:
                     plans.append((run, graph, plan))
                 continue
-            if run.state == "queued" and run.backfill_id is None and graph.max_active_runs:
+            if run.state == RunState.QUEUED and run.backfill_id is None and graph.max_active_runs:
                 if running.get(run.dag_id, 0) >= graph.max_active_runs:
                     continue  # waits until a run of its DAG ends
                 running[run.dag_id] = running.get(run.dag_id, 0) + 1
@@ -295,7 +295,7 @@ class SchedulingLoop:
                 plan = self._plan(graph, run, past.get(run.pk))
             plans.append((run, graph, plan))
         plans = await self._expand(conn, plans, past)
-        plans = [(r, g, p) for r, g, p in plans if not p.empty or r.state == "queued"]
+        plans = [(r, g, p) for r, g, p in plans if not p.empty or r.state == RunState.QUEUED]
         outcome = await scheduling.apply_plans(
             conn, self._fence.token, plans, graph_of=self._versions.graph, load_graphs=self._versions.load
         )

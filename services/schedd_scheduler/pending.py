@@ -57,16 +57,6 @@ class PendingRuns:
         if added:
             self._wake.set()
 
-    def add_changes(self, changes: dict[int, Changes]) -> None:
-        """Put back what a pass took and could not finish (changes merge; full wins)."""
-        for run_pk, ti_ids in changes.items():
-            if ti_ids is None or self._runs.get(run_pk, set()) is None:
-                self._runs[run_pk] = None
-            else:
-                self._runs.setdefault(run_pk, set()).update(ti_ids)  # type: ignore[union-attr]
-        if changes:
-            self._wake.set()
-
     def request_full_scan(self) -> None:
         self._full_scan = True
         self._wake.set()

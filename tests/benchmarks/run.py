@@ -30,6 +30,12 @@ real services. Groups (``--only`` picks some):
 - ``mapping``: a task mapped over a 1,000-element list on 4 workers with 8 slots each: the expansion
   (the list's end to its instances queued), task instances per second created and run, and the time
   to the end of the reduce over their results;
+- ``flood``: 300,000 task instances triggered at once (30 runs of 10,000 tasks no worker serves) and a
+  one-task DAG triggered once a second meanwhile: how long creating them takes and how late the
+  one-task runs start (``tests.benchmarks.flood``);
+- ``pypool``: the warm Python pool alone (``tests.benchmarks.pypool``): no-op tasks per second with 2
+  children, and how long ending an overrunning task (on SIGTERM, and on SIGKILL after the kill grace)
+  and closing the pool take;
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out;
 - ``bursts``: a 50-link chain quiet, while 1,000 runs of a 5-task DAG are created at once (and their
   tasks/s), and right after 100 runs of a 1,000-task DAG (100k task instances) are created in a
@@ -68,9 +74,11 @@ from tests.benchmarks.bursts import measure_bursts
 from tests.benchmarks.celery_peer import measure_celery
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
+from tests.benchmarks.flood import measure_flood
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.mapping import measure_mapped_task
 from tests.benchmarks.profile import profile
+from tests.benchmarks.pypool import measure_pypool
 from tests.benchmarks.report import plot, table, verdicts
 from tests.benchmarks.sensors import measure_waiting_sensors
 from tests.benchmarks.timers import measure_timer_lateness
@@ -93,6 +101,8 @@ GROUPS = (
     "sensors",
     "timers",
     "mapping",
+    "flood",
+    "pypool",
     "profile",
     "bursts",
     "growth",
@@ -240,6 +250,13 @@ class Bench:
                 self.results,
             )
 
+    def flood(self) -> None:
+        with self.cluster("flood", workers=1) as c:
+            section("flood", lambda: measure_flood(c, self.workdir, runs=30, tasks=10_000), self.results)
+
+    def pypool(self) -> None:
+        section("pypool", measure_pypool, self.results)
+
     def profile(self) -> None:
         with self.cluster("profile", workers=4, worker_capacity=8) as c:
             n = self.args.fan_out
@@ -358,6 +375,10 @@ def main() -> None:
             bench.timers()
         if "mapping" in groups:
             bench.mapping()
+        if "flood" in groups:
+            bench.flood()
+        if "pypool" in groups:
+            bench.pypool()
         if "profile" in groups:
             bench.profile()
         if "bursts" in groups:

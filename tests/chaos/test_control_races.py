@@ -6,7 +6,6 @@ the worker's claim passes those task instances by."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from schedd_devstack.services import Cluster
 from schedd_faults.points import arm
 from tests.chaos.invariants import marked_dag, read_marks
 from tests.fixtures.services import schedctl as run_schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -43,13 +43,6 @@ def cluster(fresh_database_url: str, etcd_endpoints: str, tmp_path: Path) -> Ite
     cluster.release_election()
 
 
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g}s waiting for {what}"
-        time.sleep(0.05)
-
-
 def queued(cluster: Cluster, run_id: str) -> int:
     return int(
         cluster.fetchval(
@@ -60,27 +53,33 @@ def queued(cluster: Cluster, run_id: str) -> int:
     )
 
 
-def during_the_window(cluster: Cluster, tmp_path: Path, call: Callable[[], Any]) -> float:
-    """Run ``call`` with its control transaction held open after its read, connect a worker with
-    free slots meanwhile, and return the wall-clock time ``call`` returned."""
+def during_the_window(cluster: Cluster, tmp_path: Path, call: Callable[[], Any]) -> None:
+    """Run ``call`` with its control transaction held open after its read, and connect a worker with
+    free slots meanwhile."""
     hit = arm(tmp_path / "faults", "control.read", f"sleep {WINDOW}")
-    done: list[float] = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
             call()
-            done.append(time.time())
         except BaseException as exc:  # reported by the test thread
             errors.append(exc)
 
     thread = threading.Thread(target=run)
     thread.start()
-    poll(hit.exists, 30, "the control call to read the task instances")
+    wait_until("the control call to read the task instances", hit.exists, 30)
     cluster.add_worker(capacity=8)
     thread.join(60)
+    assert not thread.is_alive(), "the control call did not return"
     assert not errors, errors
-    return done[0]
+
+
+def a_later_run_started(cluster: Cluster, marks: Path, run_id: str) -> None:
+    """Trigger another run of the DAG and wait for one of its tasks to start: the worker has claimed
+    and started everything queued before it, so whatever it claimed in the window has started too."""
+    result = run_schedctl(cluster.api_address, "runs", "trigger", "race", "--run-id", run_id)
+    assert result.returncode == 0, result.stderr
+    wait_until(f"a task of {run_id} to start", lambda: any(r == run_id for r, _ in read_marks(marks)), 60)
 
 
 def register(cluster: Cluster, tmp_path: Path, marks: Path) -> None:
@@ -90,7 +89,7 @@ def register(cluster: Cluster, tmp_path: Path, marks: Path) -> None:
     assert result.returncode == 0, result.stderr
     result = run_schedctl(cluster.api_address, "runs", "trigger", "race", "--run-id", "r1")
     assert result.returncode == 0, result.stderr
-    poll(lambda: queued(cluster, "r1") == len(TASKS), 30, "every task to be queued")
+    wait_until("every task to be queued", lambda: queued(cluster, "r1") == len(TASKS), 30)
 
 
 def test_a_cancel_racing_a_claim_leaves_nothing_running(cluster: Cluster, tmp_path: Path) -> None:
@@ -106,8 +105,9 @@ def test_a_cancel_racing_a_claim_leaves_nothing_running(cluster: Cluster, tmp_pa
         )
     states = {r["state"] for r in cluster.fetch("SELECT state FROM task_instances WHERE dag_id = 'race'")}
     assert states == {"skipped"}, states
-    time.sleep(1.0)  # a task claimed despite the cancel would have started by now
-    assert not read_marks(marks), f"tasks of a cancelled run ran: {sorted(read_marks(marks))}"
+    a_later_run_started(cluster, marks, "r2")
+    ran = sorted(key for key in read_marks(marks) if key[0] == "r1")
+    assert not ran, f"tasks of a cancelled run ran: {ran}"
 
 
 @pytest.mark.parametrize("state", [pb.TASK_STATE_SUCCESS, pb.TASK_STATE_FAILED])
@@ -120,12 +120,10 @@ def test_a_mark_racing_a_claim_leaves_nothing_running(
     with grpc.insecure_channel(cluster.api_address) as channel:
         runs = api_pb2_grpc.RunServiceStub(channel)
         request = api_pb2.SetTaskInstanceStateRequest(name="dags/race/runs/r1/tasks/t0", state=state)
-        marked_at = during_the_window(
-            cluster, tmp_path, lambda: runs.SetTaskInstanceState(request, timeout=60)
-        )
+        during_the_window(cluster, tmp_path, lambda: runs.SetTaskInstanceState(request, timeout=60))
     # The other tasks run; the marked one, queued when it was marked, never starts.
-    poll(lambda: len(read_marks(marks)) >= len(TASKS) - 1, 60, "the other tasks to start")
-    time.sleep(max(0.0, marked_at + 1.0 - time.time()))  # t0, had it been claimed, would have started
+    wait_until("the other tasks to start", lambda: len(read_marks(marks)) >= len(TASKS) - 1, 60)
+    a_later_run_started(cluster, marks, "r2")
     assert ("r1", "t0") not in read_marks(marks), "the task marked while queued ran anyway"
     assert (
         cluster.fetchval("SELECT state FROM task_instances WHERE dag_id = 'race' AND task_id = 't0'")

@@ -9,7 +9,6 @@ invariant checks of ``invariants`` (no overlapping attempts, upstream order, fen
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from schedd_faults.points import arm
 from tests.chaos.invariants import FenceWatch, attempts_per_task, check_all, marked_dag, wait_settled
 from tests.fixtures.services import schedctl as run_schedctl
 from tests.fixtures.tcp_proxy import TcpProxy
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -61,13 +61,6 @@ def make_cluster(fresh_database_url: str, etcd_endpoints: str, tmp_path: Path) -
         cluster.release_election()
 
 
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g}s waiting for {what}"
-        time.sleep(0.05)
-
-
 def schedctl(cluster: Cluster, *args: str) -> None:
     result = run_schedctl(cluster.api_address, *args)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -97,8 +90,8 @@ def test_a_registry_killed_between_claim_and_delivery_loses_nothing(
     with FenceWatch(cluster):
         hit = arm(faults, "registry.claimed", "kill")
         schedctl(cluster, "runs", "trigger", "work", "--run-id", "r1")
-        poll(hit.exists, LIVENESS, "the registry to claim")
-        poll(lambda: not cluster.registries[faulty].alive, 10, "the registry to die")
+        wait_until("the registry to claim", hit.exists, LIVENESS)
+        wait_until("the registry to die", lambda: not cluster.registries[faulty].alive, 10)
         wait_settled(cluster, "work", ["r1"], LIVENESS)
     lost = cluster.fetchval(
         "SELECT count(*) FROM task_attempts a JOIN task_instances ti ON ti.id = a.ti_id "
@@ -118,7 +111,7 @@ def test_workers_of_a_killed_registry_move_to_the_other(make_cluster: MakeCluste
     register(cluster, tmp_path, marked_dag("fan", FAN, marks, 0.5))
     with FenceWatch(cluster):
         schedctl(cluster, "runs", "trigger", "fan", "--run-id", "r1")
-        poll(lambda: len(list(marks.iterdir())) >= 6, LIVENESS, "some tasks to run")
+        wait_until("some tasks to run", lambda: len(list(marks.iterdir())) >= 6, LIVENESS)
         cluster.registries[first].kill()
         wait_settled(cluster, "fan", ["r1"], LIVENESS)
     served = {r["registry"] for r in cluster.fetch("SELECT registry FROM workers WHERE state <> 'gone'")}
@@ -141,7 +134,9 @@ def test_a_half_open_worker_stream_stops_the_attempt_before_its_retry(
         register(cluster, tmp_path, marked_dag("work", {"t": []}, marks, 6.0))
         with FenceWatch(cluster):
             schedctl(cluster, "runs", "trigger", "work", "--run-id", "r1")
-            poll(lambda: bool(list(marks.iterdir())), LIVENESS, "the task to start on the cut-off worker")
+            wait_until(
+                "the task to start on the cut-off worker", lambda: bool(list(marks.iterdir())), LIVENESS
+            )
             cluster.add_worker("steady")
             proxy.blackhole()
             wait_settled(cluster, "work", ["r1"], LIVENESS)
@@ -165,7 +160,7 @@ def test_the_background_child_of_a_killed_workers_task_dies_with_it(
     register(cluster, tmp_path, marked_dag("work", {"t": []}, marks, 4.0))
     with FenceWatch(cluster):
         schedctl(cluster, "runs", "trigger", "work", "--run-id", "r1")
-        poll(lambda: bool(list(marks.iterdir())), LIVENESS, "the task to start")
+        wait_until("the task to start", lambda: bool(list(marks.iterdir())), LIVENESS)
         cluster.add_worker("rescuer")
         victim.kill()
         wait_settled(cluster, "work", ["r1"], LIVENESS)

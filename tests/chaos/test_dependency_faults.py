@@ -22,6 +22,7 @@ from schedd_devstack import LocalEtcd, LocalPostgres
 from schedd_devstack.services import Cluster
 from tests.chaos.invariants import FenceWatch, attempts_per_task, check_all, marked_dag, wait_settled
 from tests.fixtures.services import schedctl as run_schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -35,13 +36,6 @@ FAST = {
 LIVENESS = 60.0
 #: How long etcd stays down.
 ETCD_OUTAGE = 10.0
-
-
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g}s waiting for {what}"
-        time.sleep(0.05)
 
 
 def schedctl(cluster: Cluster, *args: str) -> str:
@@ -85,7 +79,7 @@ def test_an_etcd_restart_neither_kills_nor_reruns_a_task(
     register(cluster, tmp_path, marked_dag("long", edges, marks, ETCD_OUTAGE + 4))
     with FenceWatch(cluster):
         schedctl(cluster, "runs", "trigger", "long", "--run-id", "r1")
-        poll(lambda: count_marked(marks) == 4, LIVENESS, "all four tasks to run")
+        wait_until("all four tasks to run", lambda: count_marked(marks) == 4, LIVENESS)
         private_etcd.stop()
         time.sleep(ETCD_OUTAGE)  # the fault itself: etcd is down for this long
         token_before = cluster.fence()[0]
@@ -127,7 +121,7 @@ def test_a_postgres_restart_during_a_fan_out_loses_and_repeats_nothing(
     with FenceWatch(cluster):
         for run_id in runs:
             schedctl(cluster, "runs", "trigger", "fan", "--run-id", run_id)
-        poll(lambda: count_marked(marks) >= 20, LIVENESS, "a third of the tasks to run")
+        wait_until("a third of the tasks to run", lambda: count_marked(marks) >= 20, LIVENESS)
         if how == "kill -9":
             private_postgres.kill()
         else:

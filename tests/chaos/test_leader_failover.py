@@ -17,6 +17,7 @@ import pytest
 from schedd_devstack.services import Cluster, ServiceProcess
 from tests.chaos.invariants import FenceWatch, check_passes_in_token_order
 from tests.fixtures.tcp_proxy import TcpProxy
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -85,17 +86,6 @@ def run_succeeds(cluster: Cluster, run_id: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll until ``condition()``; returns the monotonic time it first held."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def leaders(cluster: Cluster) -> list[str]:
     return [i for i, p in cluster.schedulers.items() if p.alive and cluster.scheduler_is_leader(i)]
 
@@ -120,8 +110,11 @@ def test_exactly_one_leads_and_kill_9_fails_over(
 ) -> None:
     cluster = make_cluster(replicas)
     token, leader = cluster.wait_for_leader()
-    poll(
-        lambda: leaders(cluster) == [identity_of(cluster, leader)], 10, "the replicas to agree on one leader"
+    wait_until(
+        "the replicas to agree on one leader",
+        lambda: leaders(cluster) == [identity_of(cluster, leader)],
+        10,
+        interval=0.02,
     )
     register_chain(cluster, tmp_path)
     run_succeeds(cluster, "before")
@@ -135,7 +128,12 @@ def test_exactly_one_leads_and_kill_9_fails_over(
         f"{time.monotonic() - killed_at:.2f}s (TTL {TTL}s)"
     )
     assert new_leader is not leader and new_token > token
-    poll(lambda: leaders(cluster) == [identity_of(cluster, new_leader)], 10, "exactly one new leader")
+    wait_until(
+        "exactly one new leader",
+        lambda: leaders(cluster) == [identity_of(cluster, new_leader)],
+        10,
+        interval=0.02,
+    )
     run_succeeds(cluster, "after")
     check_passes_in_token_order(cluster)
 
@@ -170,7 +168,12 @@ def test_a_paused_leader_writes_nothing_after_the_next_term_began(
     finally:
         old.resume()
     # The old leader finds out by itself and steps down, staying alive as a standby.
-    poll(lambda: cluster.scheduler_is_leader(old_identity) is False, LIVENESS, "the old leader to step down")
+    wait_until(
+        "the old leader to step down",
+        lambda: cluster.scheduler_is_leader(old_identity) is False,
+        LIVENESS,
+        interval=0.02,
+    )
     log = old.log_tail()
     assert "fail-stop" in log or "fenced out" in log, log
     assert old.alive
@@ -199,10 +202,15 @@ def test_a_leader_cut_off_from_etcd_stops_before_the_next_one_starts(
 
         proxy.blackhole()
         partitioned_at = time.monotonic()
-        stopped_at = poll(
-            lambda: cluster.scheduler_is_leader(cut_identity) is False, LIVENESS, "the cut-off leader to stop"
+        wait_until(
+            "the cut-off leader to stop",
+            lambda: cluster.scheduler_is_leader(cut_identity) is False,
+            LIVENESS,
+            interval=0.02,
         )
-        new_began_at = poll(lambda: cluster.fence()[0] > token, LIVENESS, "a new term")
+        stopped_at = time.monotonic()
+        wait_until("a new term", lambda: cluster.fence()[0] > token, LIVENESS, interval=0.02)
+        new_began_at = time.monotonic()
         print(
             f"partition: old leader stopped after {stopped_at - partitioned_at:.2f}s, "
             f"new term after {new_began_at - partitioned_at:.2f}s (TTL {TTL}s)"

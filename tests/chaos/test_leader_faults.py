@@ -16,6 +16,7 @@ from schedd_devstack.services import Cluster, ServiceProcess
 from schedd_faults.points import arm
 from tests.chaos.invariants import FenceWatch, check_all, marked_dag, wait_settled
 from tests.fixtures.services import schedctl as run_schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -49,15 +50,6 @@ def make_cluster(fresh_database_url: str, etcd_endpoints: str, tmp_path: Path) -
         cluster.release_election()
 
 
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> float:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.02)
-    return time.monotonic()
-
-
 def schedctl(cluster: Cluster, *args: str) -> None:
     result = run_schedctl(cluster.api_address, *args)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -86,11 +78,11 @@ def test_a_leader_frozen_while_holding_the_fence_lock_does_not_block_the_next_te
     with FenceWatch(cluster):
         hit = arm(faults, "fence.locked", "stop")
         schedctl(cluster, "runs", "trigger", "work", "--run-id", "frozen")
-        poll(hit.exists, LIVENESS, "the leader to reach the fence lock")
+        wait_until("the leader to reach the fence lock", hit.exists, LIVENESS, interval=0.02)
         frozen_at = time.monotonic()
         pid = int(hit.read_text())
         frozen: ServiceProcess = next(p for p in cluster.schedulers.values() if p.pid == pid)
-        poll(lambda: process_state(pid) == "T", 5, "the leader to stop itself")
+        wait_until("the leader to stop itself", lambda: process_state(pid) == "T", 5, interval=0.02)
         try:
             new_token, new_leader = cluster.wait_for_leader(above=token, timeout=LIVENESS)
             took = time.monotonic() - frozen_at
@@ -104,13 +96,14 @@ def test_a_leader_frozen_while_holding_the_fence_lock_does_not_block_the_next_te
             f"\nleader frozen holding the fence lock: the next term raised the fence after {took:.2f}s "
             f"(TTL {TTL}s)"
         )
-        poll(
+        wait_until(
+            "the thawed leader to step down",
             lambda: (
                 cluster.scheduler_is_leader(next(i for i, p in cluster.schedulers.items() if p is frozen))
                 is False
             ),
             LIVENESS,
-            "the thawed leader to step down",
+            interval=0.02,
         )
         assert frozen.alive, frozen.describe_failure("the thawed leader died")
         wait_settled(cluster, "work", ["before", "frozen", "during"], LIVENESS)
@@ -140,13 +133,14 @@ def test_a_five_thousand_task_run_is_planned_within_the_term(
     register(cluster, tmp_path, {"dag_id": "wide", "tasks": tasks})
     schedctl(cluster, "runs", "trigger", "wide", "--run-id", "r1")
     began = time.monotonic()
-    poll(
+    wait_until(
+        "the 4,999 tasks to be queued",
         lambda: (
             cluster.fetchval("SELECT count(*) FROM task_instances WHERE dag_id = 'wide' AND state = 'queued'")
             == 4999
         ),
         120,
-        "the 4,999 tasks to be queued",
+        interval=0.02,
     )
     print(f"\n4,999 ready tasks planned and queued {time.monotonic() - began:.2f}s after the trigger")
     assert cluster.fence()[0] == token, "the leader lost its term while planning"

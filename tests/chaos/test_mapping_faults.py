@@ -15,9 +15,10 @@ import pytest
 
 from schedd_faults.points import arm
 from tests.chaos.invariants import FenceWatch, check_passes_in_token_order, wait_settled
-from tests.chaos.test_leader_faults import LIVENESS, MakeCluster, poll, process_state, register, schedctl
+from tests.chaos.test_leader_faults import LIVENESS, MakeCluster, process_state, register, schedctl
 from tests.chaos.test_leader_faults import make_cluster as make_cluster  # the fixture
 from tests.e2e.test_mapping import fan_out_spec
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -37,13 +38,13 @@ def test_a_leader_lost_mid_expansion_leaves_nothing_and_the_next_expands_once(
         schedctl(
             cluster, "runs", "trigger", "mapped", "--run-id", "r1", "--conf", json.dumps({"n": ELEMENTS})
         )
-        poll(hit.exists, LIVENESS, "the leader to measure the mapped task")
+        wait_until("the leader to measure the mapped task", hit.exists, LIVENESS, interval=0.02)
         pid = int(hit.read_text())
         lost = next(p for p in cluster.schedulers.values() if p.pid == pid)
         if action == "stop":
-            poll(lambda: process_state(pid) == "T", 5, "the leader to stop itself")
+            wait_until("the leader to stop itself", lambda: process_state(pid) == "T", 5, interval=0.02)
         else:
-            poll(lambda: not lost.alive, 5, "the leader to die")
+            wait_until("the leader to die", lambda: not lost.alive, 5, interval=0.02)
             lost.kill()  # reap it: this death is the test's
         try:
             new_token, new_leader = cluster.wait_for_leader(above=token, timeout=LIVENESS)
@@ -54,10 +55,11 @@ def test_a_leader_lost_mid_expansion_leaves_nothing_and_the_next_expands_once(
                 lost.resume()
         if action == "stop":
             lost_id = next(i for i, p in cluster.schedulers.items() if p is lost)
-            poll(
+            wait_until(
+                "the thawed leader to step down",
                 lambda: cluster.scheduler_is_leader(lost_id) is False,
                 LIVENESS,
-                "the thawed leader to step down",
+                interval=0.02,
             )
             assert lost.alive, lost.describe_failure("the thawed leader died")
     rows = cluster.fetch(

@@ -16,7 +16,7 @@ import itertools
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from schedd_devstack.services import Cluster
 from schedd_devstack.stack import make_base_dir
 from tests.chaos.invariants import FenceWatch, check_all, marked_dag, wait_settled
 from tests.fixtures.services import schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -79,14 +80,6 @@ def running_and_marking(cluster: Cluster, marks: Path) -> set[str]:
     return {r["task_id"] for r in rows} & marking
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.05)
-
-
 def check_attempts(rows: list[dict[str, Any]], tasks: int) -> None:
     """Every task instance has exactly one successful attempt, and its attempts, ordered by claim,
     each ended before the next one started."""
@@ -132,10 +125,10 @@ def test_losing_an_etcd_member_and_the_leader_mid_run(
         with FenceWatch(cluster) as fence:
             triggered = schedctl(cluster.api_address, "runs", "trigger", "scaled_out", "--run-id", "r1")
             assert triggered.returncode == 0, triggered.stdout + triggered.stderr
-            wait_for(
+            wait_until(
+                f"{RUNNING_AT_FAULT} tasks to run",
                 lambda: len(running_and_marking(cluster, marks)) >= RUNNING_AT_FAULT,
                 LIVENESS,
-                f"{RUNNING_AT_FAULT} tasks to run",
             )
             raft_leader = etcd_cluster.raft_leader()
             assert raft_leader is not None, "no etcd member leads"

@@ -36,6 +36,7 @@ import yaml
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_devstack.services import Cluster, ServiceProcess
 from tests.fixtures.services import schedctl as run_schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
@@ -97,17 +98,6 @@ def make_cluster(fresh_database_url: str, etcd_endpoints: str, tmp_path: Path) -
 # -- helpers ------------------------------------------------------------------------------------------
 
 
-def poll(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> float:
-    """Poll until ``condition()``; returns the monotonic time it first held."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
-
-
 def schedctl(cluster: Cluster, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return run_schedctl(cluster.api_address, *args, timeout=timeout)
 
@@ -134,10 +124,10 @@ def run_state(cluster: Cluster, dag_id: str, run_id: str) -> str | None:
 
 
 def wait_run_finished(cluster: Cluster, dag_id: str, run_id: str, timeout: float = LIVENESS) -> str:
-    poll(
+    wait_until(
+        f"run {dag_id}/{run_id} to finish",
         lambda: run_state(cluster, dag_id, run_id) in ("success", "failed"),
         timeout,
-        f"run {dag_id}/{run_id} to finish",
         interval=0.1,
     )
     return str(run_state(cluster, dag_id, run_id))
@@ -162,7 +152,7 @@ def wait_running(cluster: Cluster, dag_id: str, run_id: str, task_id: str = "t")
             raise AssertionError(f"{dag_id}/{run_id}/{task_id} finished before we saw it run: {rows[0]}")
         return bool(rows) and rows[0]["state"] == "running" and bool(rows[0]["worker_id"])
 
-    poll(running, LIVENESS, f"{dag_id}/{run_id}/{task_id} to run")
+    wait_until(f"{dag_id}/{run_id}/{task_id} to run", running, LIVENESS)
     return task_instance(cluster, dag_id, run_id, task_id)
 
 
@@ -214,7 +204,7 @@ def test_kill_9_worker_mid_task_fails_over_without_overlap(make_cluster: MakeClu
     victim = str(ti["worker_id"])
     first_attempt = str(ti["attempt_id"])
     first_file = marks / first_attempt
-    poll(first_file.exists, LIVENESS, "the first attempt's process to start")
+    wait_until("the first attempt's process to start", first_file.exists, LIVENESS)
 
     killed_wall = time.time()
     cluster.kill_worker(victim)
@@ -269,7 +259,7 @@ def test_paused_worker_late_result_is_rejected(make_cluster: MakeCluster, tmp_pa
     ti = wait_running(cluster, "stopped", "r1")
     assert ti["worker_id"] == "paused"
     stale_attempt = str(ti["attempt_id"])
-    poll((marks / stale_attempt).exists, LIVENESS, "the first attempt's process to start")
+    wait_until("the first attempt's process to start", (marks / stale_attempt).exists, LIVENESS)
     cluster.add_worker("rescuer")
 
     paused_at = time.monotonic()
@@ -292,9 +282,11 @@ def test_paused_worker_late_result_is_rejected(make_cluster: MakeCluster, tmp_pa
         rf"(registry rejected the result of attempt {stale_attempt}|cancelled attempt {stale_attempt}"
         rf"|abandoning attempt {stale_attempt})"
     )
-    poll(lambda: bool(marker.search(paused.log_tail(20000))), LIVENESS, "the paused worker to hear of it")
+    wait_until(
+        "the paused worker to hear of it", lambda: bool(marker.search(paused.log_tail(20000))), LIVENESS
+    )
     rejected = f"registry rejected the result of attempt {stale_attempt}"
-    poll(lambda: rejected in paused.log_tail(20000), LIVENESS, "the stale result to be rejected")
+    wait_until("the stale result to be rejected", lambda: rejected in paused.log_tail(20000), LIVENESS)
     assert paused.alive, paused.describe_failure("the thawed worker died")
 
     ti = task_instance(cluster, "stopped", "r1")
@@ -343,7 +335,7 @@ def test_an_attempt_started_right_after_its_worker_connected_is_not_a_zombie(
     register(cluster, tmp_path, one_task_dag("early", "sleep 4"))
     trigger(cluster, "early", "r1")
     queued = "SELECT count(*) FROM task_instances WHERE task_id = 't' AND state = 'queued'"
-    poll(lambda: cluster.fetchval(queued) == 1, LIVENESS, "the task to be queued")
+    wait_until("the task to be queued", lambda: cluster.fetchval(queued) == 1, LIVENESS)
     fresh = cluster.add_worker("fresh")  # claims the queued task as soon as it connects
     assert wait_run_finished(cluster, "early", "r1") == "success"
     rows = attempts(cluster, "early", "r1")
@@ -500,11 +492,11 @@ def observe_worker_states(
         return seen[-1:] == ["gone"]
 
     try:
-        poll(exited, timeout, f"worker {worker_id} to exit")
+        wait_until(f"worker {worker_id} to exit", exited, timeout)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; states seen: {seen}\n{failure_context(cluster, proc)}") from None
     with contextlib.suppress(AssertionError):
-        poll(gone, 3, f"worker {worker_id}'s row to say gone")
+        wait_until(f"worker {worker_id}'s row to say gone", gone, 3)
     return seen
 
 
@@ -545,7 +537,7 @@ def test_sigterm_with_short_grace_hands_the_task_back(make_cluster: MakeCluster,
     ti = wait_running(cluster, "handback", "r1")
     assert ti["worker_id"] == "hasty"
     first_attempt = str(ti["attempt_id"])
-    poll((marks / first_attempt).exists, LIVENESS, "the first attempt's process to start")
+    wait_until("the first attempt's process to start", (marks / first_attempt).exists, LIVENESS)
     cluster.add_worker("spare")
 
     signalled = time.monotonic()
@@ -661,7 +653,7 @@ def test_a_worker_whose_stream_ended_is_listed_as_gone(make_cluster: MakeCluster
         return {r["worker_id"]: r["state"] for r in cluster.fetch("SELECT worker_id, state FROM workers")}
 
     try:
-        poll(lambda: set(states().values()) == {"gone"}, 3, "every departed worker's row to be 'gone'")
+        wait_until("every departed worker's row to be 'gone'", lambda: set(states().values()) == {"gone"}, 3)
     finally:
         counts = Counter(states().values())
         print(f"\nrows of {n} workers whose streams ended (half after Draining): {dict(counts)}")
@@ -682,11 +674,13 @@ def test_workers_list_shows_an_idle_worker_with_no_load(make_cluster: MakeCluste
         assert listed.returncode == 0, listed.stderr
         return int(json.loads(listed.stdout)[0].get("running", 0))
 
-    poll(lambda: load() == 1, LIVENESS, "the worker to show a load of 1 while its task runs", interval=0.3)
+    wait_until(
+        "the worker to show a load of 1 while its task runs", lambda: load() == 1, LIVENESS, interval=0.3
+    )
     flag.touch()
     assert wait_run_finished(cluster, "loaded", "r1") == "success"
     idle_since = time.monotonic()
     try:
-        poll(lambda: load() == 0, 3, "the idle worker to show a load of 0", interval=0.3)
+        wait_until("the idle worker to show a load of 0", lambda: load() == 0, 3, interval=0.3)
     finally:
         print(f"\nload shown {time.monotonic() - idle_since:.1f}s after the worker went idle: {load()}")

@@ -14,14 +14,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+
+from tests.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE = "SCHEDD_CONTAINER_TESTS"
@@ -45,22 +46,6 @@ def gate() -> None:
         pytest.skip(
             f"container tests run with make images-test / compose-test / test-containers-faults ({GATE}=1)"
         )
-
-
-def poll(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.1) -> T:
-    """Call ``probe`` until it returns something other than None or False; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        try:
-            value = probe()
-            if value is not None and value is not False:
-                return value
-        except Exception as exc:  # the thing polled may not be up yet
-            last_error = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached in {timeout:g} s (last error: {last_error!r})")
-        time.sleep(interval)
 
 
 @dataclass
@@ -113,7 +98,7 @@ def engine() -> Iterator[Engine]:
             stderr=subprocess.DEVNULL,
         )
         try:
-            poll("podman's API socket", socket.exists, timeout=20)
+            wait_until("podman's API socket", socket.exists, 20, interval=0.1, retry_on=(Exception,))
             yield Engine("podman", str(podman), f"unix://{socket}")
         finally:
             service.terminate()

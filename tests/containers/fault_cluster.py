@@ -17,7 +17,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ from docker.models.containers import Container
 from docker.models.networks import Network
 from testcontainers.core.docker_client import DockerClient
 
-from tests.containers.engine import ETCD_IMAGE, POSTGRES_IMAGE, ROOT, SCHEDD_IMAGE, Engine, poll
+from tests.containers.engine import ETCD_IMAGE, POSTGRES_IMAGE, ROOT, SCHEDD_IMAGE, Engine
+from tests.polling import wait_until
 
 TTL = 2
 FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
@@ -71,7 +71,13 @@ class FaultCluster:
             ports={"5432/tcp": ("127.0.0.1", None)},
         )
         self.database_port = int(self._published("postgres", "5432/tcp"))
-        poll("PostgreSQL accepting connections", lambda: self.fetch("SELECT 1"), timeout=60, interval=0.3)
+        wait_until(
+            "PostgreSQL accepting connections",
+            lambda: self.fetch("SELECT 1"),
+            60,
+            interval=0.3,
+            retry_on=(Exception,),
+        )
         migrate = self._run("migrate", SCHEDD_IMAGE, ["schedd-migrate"], self._db_env(), ["db"])
         assert migrate.wait(timeout=120)["StatusCode"] == 0, migrate.logs().decode()[-2000:]
         self._run(
@@ -95,8 +101,14 @@ class FaultCluster:
             self.add_scheduler(f"scheduler-{i}")
         for i in range(1, workers + 1):
             self.add_worker(f"worker-{i}")
-        poll("a leader", lambda: self.fence()[0] > 0, timeout=60, interval=0.2)
-        poll("the api", lambda: self.schedctl("dags", "list").returncode == 0, timeout=60, interval=0.5)
+        wait_until("a leader", lambda: self.fence()[0] > 0, 60, interval=0.2, retry_on=(Exception,))
+        wait_until(
+            "the api",
+            lambda: self.schedctl("dags", "list").returncode == 0,
+            60,
+            interval=0.5,
+            retry_on=(Exception,),
+        )
         return self
 
     def add_scheduler(self, name: str) -> Container:
@@ -276,18 +288,12 @@ class FaultCluster:
             bindings = container.attrs["NetworkSettings"]["Ports"].get(port) or []
             return bindings[0]["HostPort"] if bindings else None
 
-        return poll(f"{name}'s published port {port}", lookup, timeout=20)
+        return wait_until(f"{name}'s published port {port}", lookup, 20, interval=0.1, retry_on=(Exception,))
 
     def _ip(self, name: str, network: str) -> str:
         container = self.containers[name]
         container.reload()
         return str(container.attrs["NetworkSettings"]["Networks"][self.networks[network].name]["IPAddress"])
-
-
-def wait_until(what: str, condition: Any, timeout: float, interval: float = 0.05) -> float:
-    """Poll ``condition`` (bounded); the monotonic time at which it held."""
-    poll(what, condition, timeout, interval)
-    return time.monotonic()
 
 
 def register(cluster: FaultCluster, path: Path, spec: dict[str, Any]) -> None:

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.containers.engine import ROOT, Engine, poll
+from tests.containers.engine import ROOT, Engine
+from tests.polling import wait_until
 
 SCHEDCTL = str(Path(sys.executable).parent / "schedctl")
 
@@ -84,7 +85,7 @@ class Stack:
                 def healthy(name: str = name) -> bool:
                     return self._docker_health(name) == "healthy"
 
-                poll(f"{name} healthy", healthy, timeout, 0.5)
+                wait_until(f"{name} healthy", healthy, timeout, interval=0.5, retry_on=(Exception,))
         else:
             wrapper = ROOT / "deploy/compose/podman-health-wrapper.sh"
             env = {**self.engine.env(), "HEALTH_WAIT_TIMEOUT": str(int(timeout))}

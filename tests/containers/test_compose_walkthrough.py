@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.engine import Engine, poll
+from tests.containers.engine import Engine
 from tests.containers.stack import Stack, stack
+from tests.polling import wait_until
 
 
 def _active_workers(running: Stack) -> list[str]:
@@ -68,7 +69,13 @@ def _web_ui(running: Stack) -> None:
 def _scale(running: Stack) -> None:
     with running.step("up --detach --scale worker=3 worker"):
         running.compose("up", "--detach", "--scale", "worker=3", "worker")
-        poll("three active workers", lambda: len(_active_workers(running)) == 3, timeout=120, interval=0.5)
+        wait_until(
+            "three active workers",
+            lambda: len(_active_workers(running)) == 3,
+            120,
+            interval=0.5,
+            retry_on=(Exception,),
+        )
     with running.step("schedctl runs trigger branching --wait (3 workers)"):
         running.schedctl("runs", "trigger", "branching", "--wait")
     extra = running.containers("worker", running=True)[1:]
@@ -81,7 +88,13 @@ def _scale(running: Stack) -> None:
                 assert running.exit_code(name) == 0, f"{name} did not drain cleanly"
                 assert "drain" in running.engine.run("logs", name).stderr.lower()
             running.engine.run("rm", *extra)
-        poll("one active worker", lambda: len(_active_workers(running)) == 1, timeout=120, interval=0.5)
+        wait_until(
+            "one active worker",
+            lambda: len(_active_workers(running)) == 1,
+            120,
+            interval=0.5,
+            retry_on=(Exception,),
+        )
 
 
 def _free_port() -> int:

@@ -17,7 +17,8 @@ import pytest
 from schedd_devstack.services import Cluster
 from tests.chaos.invariants import FenceWatch, attempts_per_task, check_all, marked_dag, wait_settled
 from tests.containers.engine import Engine
-from tests.containers.fault_cluster import MARKS, TTL, FaultCluster, register, trigger, wait_until
+from tests.containers.fault_cluster import MARKS, TTL, FaultCluster, register, trigger
+from tests.polling import wait_until
 
 FAN = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
 RUNS = ["r1", "r2", "r3"]
@@ -38,7 +39,7 @@ def cluster(container_engine: Engine, tmp_path: Path) -> Iterator[FaultCluster]:
 def _start_runs(cluster: FaultCluster) -> None:
     for run_id in RUNS:
         trigger(cluster, "fan", run_id)
-    wait_until("the first task to start", lambda: any(cluster.marks.iterdir()), 60)
+    wait_until("the first task to start", lambda: any(cluster.marks.iterdir()), 60, retry_on=(Exception,))
 
 
 def _settle(cluster: FaultCluster, fault_at: float) -> float:
@@ -64,7 +65,7 @@ def test_the_leaders_container_killed(cluster: FaultCluster) -> None:
     with FenceWatch(cast(Cluster, cluster)):
         killed_at, killed_wall = time.monotonic(), time.time()
         cluster.container(leader).kill()
-        wait_until("a standby to lead", lambda: cluster.fence()[0] > token, TTL + 15)
+        wait_until("a standby to lead", lambda: cluster.fence()[0] > token, TTL + 15, retry_on=(Exception,))
         led = _term_began(cluster) - killed_wall
         settled = _settle(cluster, killed_at)
     assert cluster.leader() != leader
@@ -77,7 +78,10 @@ def test_postgres_restarted_mid_run(cluster: FaultCluster) -> None:
     with FenceWatch(cast(Cluster, cluster)):
         restarted_at = time.monotonic()
         cluster.container("postgres").restart(timeout=10)
-        back_at = wait_until("PostgreSQL back", lambda: cluster.fetch("SELECT 1"), 60, 0.2)
+        wait_until(
+            "PostgreSQL back", lambda: cluster.fetch("SELECT 1"), 60, interval=0.2, retry_on=(Exception,)
+        )
+        back_at = time.monotonic()
         settled = _settle(cluster, restarted_at)
     _report("PostgreSQL restarted", cluster, database_back=back_at - restarted_at, to_settle=settled)
 
@@ -89,7 +93,7 @@ def test_the_leader_cut_off_from_etcd(cluster: FaultCluster) -> None:
     with FenceWatch(cast(Cluster, cluster)):
         cut_at, cut_wall = time.monotonic(), time.time()
         etcd.disconnect(cluster.container(leader))
-        wait_until("a standby to lead", lambda: cluster.fence()[0] > token, TTL + 15)
+        wait_until("a standby to lead", lambda: cluster.fence()[0] > token, TTL + 15, retry_on=(Exception,))
         led = _term_began(cluster) - cut_wall
         new_term = cluster.fetchval("SELECT raised_at FROM scheduler_fence")
         settled = _settle(cluster, cut_at)

@@ -13,7 +13,8 @@ from typing import cast
 from schedd_devstack.services import Cluster
 from tests.chaos.invariants import FenceWatch, attempts_per_task, check_all, marked_dag, wait_settled
 from tests.containers.engine import Engine
-from tests.containers.fault_cluster import MARKS, FaultCluster, attempts, register, trigger, wait_until
+from tests.containers.fault_cluster import MARKS, FaultCluster, attempts, register, trigger
+from tests.polling import wait_until
 
 SETTLE = 180.0
 
@@ -43,13 +44,20 @@ def test_a_worker_cut_off_from_its_registry_while_its_task_runs(
         register(cluster, tmp_path / "work.yaml", marked_dag("work", {"t": []}, Path(MARKS), 6.0))
         with FenceWatch(cast(Cluster, cluster)):
             trigger(cluster, "work", "r1")
-            wait_until("the task to start on the worker", lambda: any(marks.iterdir()), 60)
+            wait_until(
+                "the task to start on the worker", lambda: any(marks.iterdir()), 60, retry_on=(Exception,)
+            )
             cluster.add_worker("steady")
             cut_at = time.monotonic()
             cluster.networks["work"].disconnect(cluster.container("cut"))
-            moved_at = wait_until(
-                "the retry to start elsewhere", lambda: len(attempts(cluster, "work")) == 2, SETTLE, 0.2
+            wait_until(
+                "the retry to start elsewhere",
+                lambda: len(attempts(cluster, "work")) == 2,
+                SETTLE,
+                interval=0.2,
+                retry_on=(Exception,),
             )
+            moved_at = time.monotonic()
             wait_settled(cast(Cluster, cluster), "work", ["r1"], SETTLE)
             settled = time.monotonic() - cut_at
         assert attempts(cluster, "work") == [("t", "cut", "lost"), ("t", "steady", "success")]

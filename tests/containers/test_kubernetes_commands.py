@@ -21,10 +21,11 @@ import pytest
 from docker.models.containers import Container
 from testcontainers.core.docker_client import DockerClient
 
-from tests.containers.engine import SCHEDD_IMAGE, Engine, poll
+from tests.containers.engine import SCHEDD_IMAGE, Engine
 from tests.containers.kubernetes_pods import Pod, exit_code, pods
 from tests.containers.stack import Stack, stack
 from tests.deploy.sources import kubectl, render
+from tests.polling import wait_until
 
 OVERLAYS = ("dev", "production", "production-hpa")
 ETCD_USERS = ("root", "schedd-scheduler", "schedd-api", "schedd-worker")
@@ -117,7 +118,7 @@ class Site:
                 return None
             return str(json.loads(cli.logs(stderr=False).decode())["secret"])
 
-        return poll("an enrollment token", create, timeout=90, interval=1.0)
+        return wait_until("an enrollment token", create, 90, interval=1.0, retry_on=(Exception,))
 
     def remove(self) -> None:
         for container in self.containers:
@@ -146,7 +147,13 @@ def site(container_engine: Engine, tmp_path: Path) -> Iterator[Site]:
         compose.compose("up", "--detach", "postgres", "etcd", "etcd-init")
         compose.wait_healthy()
         (init,) = compose.containers("etcd-init")
-        poll("compose's etcd-init done", lambda: _exited(container_engine, init), timeout=120, interval=0.5)
+        wait_until(
+            "compose's etcd-init done",
+            lambda: _exited(container_engine, init),
+            120,
+            interval=0.5,
+            retry_on=(Exception,),
+        )
         assert compose.exit_code(init) == 0, container_engine.run("logs", init).stderr
         started = Site(compose, tmp_path)
         try:
@@ -165,7 +172,7 @@ def _probe(pod: Pod, container: Container) -> None:
         def passes(command: list[str] = command) -> bool:
             return bool(container.exec_run(command).exit_code == 0)
 
-        poll(f"{pod.where}: {kind} {command}", passes, timeout=90, interval=0.5)
+        wait_until(f"{pod.where}: {kind} {command}", passes, 90, interval=0.5, retry_on=(Exception,))
 
 
 def test_every_pod_of_the_overlays_runs_on_the_image(site: Site) -> None:

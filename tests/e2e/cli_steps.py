@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tests.fixtures.services import RunningCluster
+from tests.polling import wait_until
 
 #: How long a short run of no-op shell tasks may take on a busy machine.
 RUN_DEADLINE = 120.0
@@ -36,14 +36,6 @@ def register(cluster: RunningCluster, tmp_path: Path, spec: dict[str, Any], *opt
     return done.stdout + done.stderr
 
 
-def poll(what: str, condition: Callable[[], bool], timeout: float = RUN_DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.1)
-
-
 def run_state(cluster: RunningCluster, run: str) -> str:
     return str(as_json(cluster, "runs", "get", run).get("state", ""))
 
@@ -55,10 +47,8 @@ def runs_of(cluster: RunningCluster, dag_id: str) -> int:
 
 def wait_run_ended(cluster: RunningCluster, run: str, timeout: float = RUN_DEADLINE) -> dict[str, Any]:
     """The run (``DAG/RUN_ID``) as JSON once it succeeded or failed."""
-    poll(
-        f"run {run} to end",
-        lambda: run_state(cluster, run) in ("success", "failed"),
-        timeout,
+    wait_until(
+        f"run {run} to end", lambda: run_state(cluster, run) in ("success", "failed"), timeout, interval=0.1
     )
     found: dict[str, Any] = as_json(cluster, "runs", "get", run)
     return found

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from schedd_devstack.services import Cluster, ServiceProcess
 from schedd_faults.points import arm
 from tests.fixtures.services import RunningCluster
 from tests.fixtures.services import schedctl as run_schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -27,14 +27,6 @@ START = datetime(2025, 1, 1, tzinfo=UTC)
 TTL = 2
 FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
 SETTLE = 120.0
-
-
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def schedctl(api: str, *args: str) -> str:
@@ -95,7 +87,7 @@ def wait_backfill(api: str, name: str, timeout: float = SETTLE) -> dict[str, Any
             "cancelled",
         )
 
-    poll(ended, timeout, f"{name} to end")
+    wait_until(f"{name} to end", ended, timeout)
     return found
 
 
@@ -295,7 +287,7 @@ def test_a_leader_frozen_mid_backfill_step_loses_and_doubles_no_run(
     register(cluster.api_address, tmp_path, daily_dag("fo", "sleep 0.05"))
     hit = arm(tmp_path / "faults", "backfills.advanced", "stop")
     created = backfill(cluster.api_address, "fo", 30, "--max-active-runs", "4")
-    poll(hit.exists, 30, "the leader to make the backfill's first runs")
+    wait_until("the leader to make the backfill's first runs", hit.exists, 30)
     pid = int(hit.read_text())
     frozen: ServiceProcess = next(p for p in cluster.schedulers.values() if p.pid == pid)
     try:
@@ -338,7 +330,8 @@ def test_a_scheduled_dag_gets_its_runs_with_their_data_intervals(
             ],
         },
     )
-    poll(
+    wait_until(
+        "three scheduled runs",
         lambda: (
             cluster.fetchval(
                 "SELECT count(*) FROM dag_runs WHERE dag_id = 'every_second' AND state = 'success'"
@@ -346,7 +339,6 @@ def test_a_scheduled_dag_gets_its_runs_with_their_data_intervals(
             >= 3
         ),
         60,
-        "three scheduled runs",
     )
     schedctl(api, "dags", "pause", "every_second")
     first = cluster.fetch(
@@ -383,13 +375,13 @@ def test_a_leader_frozen_while_making_scheduled_runs_leaves_one_run_per_interval
             "tasks": [{"task_id": "t", "shell": {"command": "true"}}],
         },
     )
-    poll(hit.exists, 30, "the leader to make the first scheduled runs")
+    wait_until("the leader to make the first scheduled runs", hit.exists, 30)
     pid = int(hit.read_text())
     frozen: ServiceProcess = next(p for p in cluster.schedulers.values() if p.pid == pid)
     try:
         cluster.wait_for_leader(above=token, timeout=TTL + 15)
-        poll(
-            lambda: cluster.fetchval("SELECT count(*) FROM dag_runs WHERE dag_id = 'ticks'") >= 25, 60, "runs"
+        wait_until(
+            "runs", lambda: cluster.fetchval("SELECT count(*) FROM dag_runs WHERE dag_id = 'ticks'") >= 25, 60
         )
     finally:
         frozen.resume()  # the runs it made in its frozen step never commit

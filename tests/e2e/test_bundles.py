@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from schedd_devstack.services import Cluster
 from schedd_devstack.stack import make_base_dir
 from schedd_exec.bundle_pack import pack
 from tests.fixtures.services import cluster_on_own_database, schedctl
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -94,16 +94,6 @@ def token(cluster: Cluster, name: str, role: str) -> str:
     return str(result.stdout.strip())
 
 
-def wait_for(what: str, check: Any, timeout: float = LIVENESS) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def run_state(cluster: Cluster, dag_id: str, run_id: str) -> str | None:
     rows = cluster.fetch("SELECT state FROM dag_runs WHERE dag_id = $1 AND run_id = $2", dag_id, run_id)
     return str(rows[0]["state"]) if rows else None
@@ -141,7 +131,7 @@ def test_a_code_change_reaches_the_next_run_without_a_worker_restart(
 
     started = ctl(secured, "runs", "trigger", "bundled", "--run-id", "r1", "--conf", '{"block": true}')
     assert started.returncode == 0, started.stderr
-    wait_for("run 1 to start its task", lambda: (markers / "r1.json").exists())
+    wait_until("run 1 to start its task", lambda: (markers / "r1.json").exists(), LIVENESS, interval=0.1)
 
     # The task's code changes while run 1 runs: that alone makes a new version.
     (project / "work.py").write_text(WORK.format(version="v2"))
@@ -154,7 +144,12 @@ def test_a_code_change_reaches_the_next_run_without_a_worker_restart(
     assert done.returncode == 0, done.stdout + done.stderr
     assert run_state(secured, "bundled", "r1") == "running", "run 1 should still be blocked"
     (markers / "release").write_text("")
-    wait_for("run 1 to finish", lambda: run_state(secured, "bundled", "r1") in ("success", "failed"))
+    wait_until(
+        "run 1 to finish",
+        lambda: run_state(secured, "bundled", "r1") in ("success", "failed"),
+        LIVENESS,
+        interval=0.1,
+    )
     third = ctl(secured, "runs", "trigger", "bundled", "--run-id", "r3", "--wait", "--wait-timeout", "90")
     assert third.returncode == 0, third.stdout + third.stderr
 

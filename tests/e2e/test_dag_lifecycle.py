@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli_steps import as_json, ok, poll, register, run_state, runs_of, wait_run_ended
+from tests.e2e.cli_steps import RUN_DEADLINE, as_json, ok, register, run_state, runs_of, wait_run_ended
 from tests.fixtures.services import RunningCluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -24,12 +25,14 @@ def test_a_paused_dags_run_ends_when_its_tasks_are_done(
     }
     register(module_cluster, tmp_path, spec)
     ok(module_cluster, "runs", "trigger", "life_pause_end", "--run-id", "r1")
-    poll(
+    wait_until(
         "the task to run",
         lambda: (
             as_json(module_cluster, "runs", "get", "life_pause_end/r1")["task_instances"][0]["state"]
             == "running"
         ),
+        RUN_DEADLINE,
+        interval=0.1,
     )
     ok(module_cluster, "dags", "pause", "life_pause_end")
     gate.touch()
@@ -66,7 +69,12 @@ def test_deleting_a_dag_can_cancel_its_runs_in_the_same_call(
     )
     for run_id in ("r1", "r2"):
         ok(module_cluster, "runs", "trigger", "life_delete", "--run-id", run_id)
-    poll("a task to run", lambda: run_state(module_cluster, "life_delete/r1") == "running")
+    wait_until(
+        "a task to run",
+        lambda: run_state(module_cluster, "life_delete/r1") == "running",
+        RUN_DEADLINE,
+        interval=0.1,
+    )
     refused = module_cluster.schedctl("dags", "delete", "life_delete", "--yes")
     assert refused.returncode != 0 and "runs queued or running" in refused.stderr
     assert runs_of(module_cluster, "life_delete") == 2
@@ -77,7 +85,9 @@ def test_deleting_a_dag_can_cancel_its_runs_in_the_same_call(
     gone = module_cluster.schedctl("dags", "get", "life_delete")
     assert gone.returncode != 0
     # The worker that ran the deleted run's attempt is told to stop it: no task keeps its slot.
-    poll(
+    wait_until(
         "the deleted run's attempt to stop",
         lambda: int(module_cluster.fetchval("SELECT COALESCE(sum(running), 0) FROM workers")) == 0,
+        RUN_DEADLINE,
+        interval=0.1,
     )

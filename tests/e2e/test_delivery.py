@@ -30,6 +30,7 @@ from schedd_devstack.postgres import create_database, drop_database, with_databa
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import make_base_dir
 from tests.fixtures.services import RunningCluster, schedctl
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -85,14 +86,6 @@ def delivery_cluster(
 # -- helpers ------------------------------------------------------------------------------------------
 
 
-def poll(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
-
-
 def register(api: str, directory: Path, spec: dict[str, Any]) -> None:
     path = directory / f"{spec['dag_id']}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -137,7 +130,7 @@ def wait_for_logs(api: str, run: str, task_id: str, expected: str, *options: str
         return seen[-1].returncode == 0 and seen[-1].stdout == expected
 
     try:
-        poll(complete, 15, f"the logs of {run} {task_id} {' '.join(options)}", interval=0.2)
+        wait_until(f"the logs of {run} {task_id} {' '.join(options)}", complete, 15, interval=0.2)
     except AssertionError:
         last = seen[-1]
         raise AssertionError(
@@ -236,7 +229,7 @@ def test_logs_follow_prints_lines_as_they_come_and_exits_when_the_task_ends(
     def state() -> str:
         return str(task_rows(delivery_cluster.fetch, "logs_follow", "r1").get("ticker", {}).get("state"))
 
-    poll(lambda: state() == "running", LIVENESS, "the ticker to run")
+    wait_until("the ticker to run", lambda: state() == "running", LIVENESS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_")}
     env.update({"COLUMNS": "400", "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"})
     follower = subprocess.Popen(
@@ -349,10 +342,10 @@ def test_python_tasks_pass_values_and_params_and_see_their_identity(
     datetime.fromisoformat(env["SCHEDD_LOGICAL_DATE"])
     assert "SCHEDD_UPSTREAM_RESULTS" not in env  # no upstream tasks
 
-    poll(
+    wait_until(
+        "the shell task's output",
         lambda: "SCHEDD_PARAMS" in logs(api, "py_values/r1", "shell_env").stdout,
         15,
-        "the shell task's output",
         interval=0.2,
     )
     out = logs(api, "py_values/r1", "shell_env")

@@ -5,9 +5,7 @@ and code, the scheduler's leader status and passes, worker slots and attempt out
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -16,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from schedd.v1 import api_pb2, api_pb2_grpc
 from tests.fixtures.services import RunningCluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -43,14 +42,6 @@ def total(samples: Samples, name: str, **labels: str) -> float:
     """The sum of every sample ``name`` whose labels include ``labels``."""
     wanted = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"within {timeout:.0f}s: {what}")
-        time.sleep(0.2)
 
 
 def test_every_service_serves_metrics_that_move_while_a_dag_runs(
@@ -91,16 +82,20 @@ def test_every_service_serves_metrics_that_move_while_a_dag_runs(
 
     registry = c.metrics["registry"]
     # While ``slow`` runs: it is counted as running, in demand, and in a worker's used slots.
-    eventually(
+    wait_until(
+        "the slow task shows as running in the registry and as a used slot of a worker",
         lambda: (
             value(scrape(registry), "schedd_queue_running", queue="default") >= 1
             and sum(value(scrape(w), "schedd_worker_slots", state="used") for w in workers) >= 1
         ),
-        "the slow task shows as running in the registry and as a used slot of a worker",
+        DEADLINE,
+        interval=0.2,
     )
-    eventually(
-        lambda: value(scrape(registry), "schedd_queue_demand", queue="default") >= 1,
+    wait_until(
         "the default queue's demand counts the running task",
+        lambda: value(scrape(registry), "schedd_queue_demand", queue="default") >= 1,
+        DEADLINE,
+        interval=0.2,
     )
 
     def outcomes_counted() -> bool:
@@ -110,27 +105,36 @@ def test_every_service_serves_metrics_that_move_while_a_dag_runs(
             and value(s, "schedd_task_outcomes_total", dag=DAG, state="failed") >= 1
         )
 
-    eventually(outcomes_counted, "the registry counted two successes and a failure of the DAG")
+    wait_until(
+        "the registry counted two successes and a failure of the DAG",
+        outcomes_counted,
+        DEADLINE,
+        interval=0.2,
+    )
     s = scrape(registry)
     assert value(s, "schedd_task_duration_seconds_count", dag=DAG) == 3
     assert value(s, "schedd_task_duration_seconds_sum", dag=DAG) >= 12
     assert value(s, "schedd_task_queued_to_running_seconds_count") >= 3
     assert value(s, "schedd_registry_assignments_total") >= 3
     assert value(s, "schedd_registry_workers") == 2
-    eventually(
+    wait_until(
+        "the parked task is queued and in demand; nothing runs any more",
         lambda: (
             value(scrape(registry), "schedd_queue_depth", queue="parked") == 1
             and value(scrape(registry), "schedd_queue_demand", queue="parked") == 1
             and value(scrape(registry), "schedd_queue_running", queue="default") == 0
         ),
-        "the parked task is queued and in demand; nothing runs any more",
+        DEADLINE,
+        interval=0.2,
     )
-    eventually(
+    wait_until(
+        "the default pool has one slot used (the parked task) and 127 free",
         lambda: (
             value(scrape(registry), "schedd_pool_slots", pool="default_pool", state="used") == 1
             and value(scrape(registry), "schedd_pool_slots", pool="default_pool", state="free") == 127
         ),
-        "the default pool has one slot used (the parked task) and 127 free",
+        DEADLINE,
+        interval=0.2,
     )
 
     worker_samples = [scrape(w) for w in workers]

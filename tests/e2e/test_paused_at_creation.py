@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cli_steps import as_json, ok, poll, register, runs_of
+from tests.e2e.cli_steps import RUN_DEADLINE, as_json, ok, register, runs_of
 from tests.fixtures.services import RunningCluster, cluster_on_own_database
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +50,12 @@ def test_a_new_dag_starts_paused_and_makes_no_catch_up_run(
     eager = register(paused_default, tmp_path, daily_since_last_year("life_eager"), "--unpause")
     assert "life_eager is new and unpaused" in eager
     # The unpaused DAG's catch-up shows the leader planned schedules; the paused one got nothing.
-    poll("the unpaused DAG's catch-up runs", lambda: runs_of(paused_default, "life_eager") > 0)
+    wait_until(
+        "the unpaused DAG's catch-up runs",
+        lambda: runs_of(paused_default, "life_eager") > 0,
+        RUN_DEADLINE,
+        interval=0.1,
+    )
     assert runs_of(paused_default, "life_paused") == 0
     assert as_json(paused_default, "dags", "get", "life_paused")["paused"] is True
     # Registering again keeps the DAG's paused state, whatever --unpause says.

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cli_steps import as_json, ok, poll, register, tasks_of, wait_run_ended
+from tests.e2e.cli_steps import RUN_DEADLINE, as_json, ok, register, tasks_of, wait_run_ended
 from tests.fixtures.services import RunningCluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -134,9 +135,11 @@ def backfill(cluster: RunningCluster, dag_id: str, *args: str) -> dict[str, Any]
     """Create a backfill and wait for it to end; returns it (JSON)."""
     created = as_json(cluster, "backfill", "create", dag_id, *args)
     name = created["name"]
-    poll(
+    wait_until(
         f"{name} to end",
         lambda: as_json(cluster, "backfill", "get", name)["state"] in ("succeeded", "failed", "cancelled"),
+        RUN_DEADLINE,
+        interval=0.1,
     )
     found: dict[str, Any] = as_json(cluster, "backfill", "get", name)
     return found

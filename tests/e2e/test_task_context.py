@@ -10,8 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.services import RunningCluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -97,14 +96,6 @@ WHERE r.dag_id = 'ctx_daily'
 """
 
 
-def poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.2)
-
-
 def ok(done: Any) -> str:
     assert done.returncode == 0, done.stdout + done.stderr
     return str(done.stdout)
@@ -152,7 +143,7 @@ def run_backfill(cluster: RunningCluster, start: str, end: str) -> None:
         state.update(json.loads(ok(cluster.schedctl("-o", "json", "backfill", "get", created["name"]))))
         return state["state"] in ("succeeded", "failed", "cancelled")
 
-    poll(ended, LIVENESS, "the backfill to end")
+    wait_until("the backfill to end", ended, LIVENESS, interval=0.2)
     assert state["state"] == "succeeded", state
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 import yaml
 
 from tests.fixtures.services import RunningCluster
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -47,14 +47,6 @@ def register(cluster: RunningCluster, directory: Path, spec: dict[str, Any]) -> 
     schedctl(cluster, "dags", "register", str(path))
 
 
-def poll(what: str, done: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.1)
-
-
 def attempts(cluster: RunningCluster, dag_id: str) -> dict[str, list[dict[str, Any]]]:
     """The attempts of the DAG's runs, by run id, in the order they were claimed."""
     found: dict[str, list[dict[str, Any]]] = {}
@@ -77,7 +69,7 @@ def failing_once(gate: Path, variable: str, second: str, third: str) -> str:
 
 def open_when_running(cluster: RunningCluster, dag_id: str, run_type: str, gate: Path, runs: int) -> None:
     """Open ``gate`` once the first try of the DAG's ``runs`` runs of ``run_type`` is running."""
-    poll(
+    wait_until(
         f"{runs} {run_type} runs of {dag_id} to be running",
         lambda: (
             cluster.fetchval(
@@ -89,6 +81,7 @@ def open_when_running(cluster: RunningCluster, dag_id: str, run_type: str, gate:
             == runs
         ),
         60.0,
+        interval=0.1,
     )
     gate.write_text("open\n")
 
@@ -142,7 +135,7 @@ def test_a_backfill_runs_retries_start_within_a_few_seconds_of_their_retry_delay
         out = json.loads(schedctl(module_cluster, "-o", "json", "backfill", "get", created["name"]))
         return bool(out["state"] in ("succeeded", "failed", "cancelled"))
 
-    poll("the backfill to end", ended, 120.0)
+    wait_until("the backfill to end", ended, 120.0, interval=0.1)
     gaps = retry_gaps(module_cluster, "late_backfill_retry", "backfill", 3)
     assert all(RETRY_DELAY <= gap < RETRY_DELAY + LATE for gap in gaps.values()), gaps
 
@@ -175,7 +168,7 @@ def test_manual_runs_retries_start_within_a_few_seconds_of_their_retry_delay(
         )
         return len(states) == 3
 
-    poll("the three runs to end", ended, 120.0)
+    wait_until("the three runs to end", ended, 120.0, interval=0.1)
     gaps = retry_gaps(module_cluster, "late_manual_retry", "manual", 3)
     assert all(RETRY_DELAY <= gap < RETRY_DELAY + LATE for gap in gaps.values()), gaps
 
@@ -235,11 +228,12 @@ def test_a_reschedule_sensor_pokes_again_within_a_few_seconds_of_its_poke_interv
     )
     assert all(gap < POKE_INTERVAL + LATE for gap in gaps), gaps
     assert all(gap >= POKE_INTERVAL - 0.05 for gap in gaps), f"a poke came before its interval: {gaps}"
-    poll(
+    wait_until(
         "the sensor's run to succeed",
         lambda: (
             module_cluster.fetchval("SELECT state FROM dag_runs WHERE dag_id = 'late_poke' AND run_id = 'p1'")
             == "success"
         ),
         60.0,
+        interval=0.1,
     )

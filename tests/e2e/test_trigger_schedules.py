@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.cli_steps import poll
 from tests.fixtures.services import RunningCluster
 from tests.fixtures.services import schedctl as run_schedctl
+from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -65,7 +65,9 @@ def test_a_delta_trigger_runs_at_its_ticks_with_the_tick_as_logical_date(
     upcoming = json.loads(schedctl(api, "-o", "json", "dags", "next-runs", "every_two_seconds", "-n", "3"))
     assert len(upcoming) == 3
     assert all(u["logical_date"] == u["run_after"] == u["start"] == u["end"] for u in upcoming), upcoming
-    poll("three runs at ticks", lambda: successes(cluster, "every_two_seconds") >= 3, SETTLE)
+    wait_until(
+        "three runs at ticks", lambda: successes(cluster, "every_two_seconds") >= 3, SETTLE, interval=0.1
+    )
     schedctl(api, "dags", "pause", "every_two_seconds")
     runs = cluster.fetch(
         "SELECT run_id, logical_date, data_interval_start, data_interval_end, created_at FROM dag_runs "
@@ -98,7 +100,7 @@ def test_a_continuous_dag_runs_again_as_soon_as_its_run_ends_never_two_at_once(
             "tasks": [{"task_id": "work", "shell": {"command": "sleep 0.3"}}],
         },
     )
-    poll("four continuous runs", lambda: successes(cluster, "continuous") >= 4, SETTLE)
+    wait_until("four continuous runs", lambda: successes(cluster, "continuous") >= 4, SETTLE, interval=0.1)
     schedctl(api, "dags", "pause", "continuous")
     runs = cluster.fetch(
         "SELECT logical_date, data_interval_start, data_interval_end, created_at, ended_at FROM dag_runs "

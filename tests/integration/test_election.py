@@ -6,6 +6,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -32,15 +33,27 @@ def key() -> bytes:
     return f"/test/{uuid.uuid4().hex}/leader".encode()
 
 
-async def test_one_leader_and_tokens_grow(etcd: EtcdClient, etcd_endpoints: str, key: bytes) -> None:
+async def test_one_leader_and_tokens_grow(
+    etcd: EtcdClient, etcd_endpoints: str, key: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b = Election(etcd, identity="a", key=key), Election(etcd, identity="b", key=key)
     lease_a, lease_b = KeptLease(etcd_endpoints, FAST), KeptLease(etcd_endpoints, FAST)
     await lease_a.start()
     await lease_b.start()
     try:
         token_a = await asyncio.wait_for(a.campaign(lease_a.lease_id), 5)
+        refused = asyncio.Event()
+        create_if_absent = etcd.create_if_absent
+
+        async def observed(*args: Any, **kwargs: Any) -> Any:
+            result = await create_if_absent(*args, **kwargs)
+            if not result[0]:
+                refused.set()
+            return result
+
+        monkeypatch.setattr(etcd, "create_if_absent", observed)
         waiting = asyncio.create_task(b.campaign(lease_b.lease_id))
-        await asyncio.sleep(0.3)  # b must still be waiting: a leads
+        await asyncio.wait_for(refused.wait(), 5)  # b tried to lead and was refused: a leads
         assert not waiting.done()
         leader = await a.leader()
         assert leader is not None and (leader.identity, leader.token) == ("a", token_a)

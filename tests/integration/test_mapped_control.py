@@ -24,6 +24,7 @@ from schedd_core.spec import validate_spec
 from schedd_core.states import TaskState
 from schedd_store import control, explaining, logs, runs
 from schedd_store.instance_lookup import NotStartedYet
+from tests.polling import wait_until_async
 
 from .helpers import registered_run
 
@@ -199,7 +200,9 @@ async def test_watching_the_plain_id_of_an_expanded_task_ends_at_once(
         await asyncio.wait_for(anext(stream), timeout=5)
 
 
-async def test_watching_an_instance_waits_for_the_expansion(engine: AsyncEngine) -> None:
+async def test_watching_an_instance_waits_for_the_expansion(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = await registered_run(engine, _fan_spec())
     await _sql(engine, "UPDATE dag_runs SET state = 'running' WHERE id = :pk", pk=run.pk)
     await _instance(engine, run.pk, "process", -1, "none")
@@ -209,8 +212,19 @@ async def test_watching_an_instance_waits_for_the_expansion(engine: AsyncEngine)
         api_pb2.GetTaskLogsRequest(name=f"{RUN}/tasks/process[0]"),
         None,
     )
+    # The stream looks at the run each time it finds no instance to read: two looks mean it found
+    # none, waited, and found none again.
+    looks = 0
+    get_run = runs.get_run
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal looks
+        looks += 1
+        return await get_run(*args, **kwargs)
+
+    monkeypatch.setattr(runs, "get_run", counted)
     first = asyncio.ensure_future(anext(stream))
-    await asyncio.sleep(0.6)
+    await wait_until_async("the stream to look for the instance twice", lambda: looks >= 2, 10)
     assert not first.done(), "the stream waits while the task is not expanded"
     await _sql(engine, "DELETE FROM task_instances WHERE run_pk = :pk AND map_index = -1", pk=run.pk)
     await _instance(engine, run.pk, "process", 0, "success", out="zero\n")

@@ -5,7 +5,6 @@ deleting a run. One api with tokens required and small caps serves the whole mod
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from schedd.v1 import api_pb2
 from schedd.v1 import resources_pb2 as pb
 from schedd_devstack.services import Cluster
 from tests.fixtures.services import cluster_on_own_database
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -147,13 +147,6 @@ def metric(cluster: Cluster, name: str) -> float:
     return float(match.group(1))
 
 
-def wait_for(what: str, check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_TIMEOUT
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 # -- watch streams ----------------------------------------------------------------------------------
 
 
@@ -181,7 +174,12 @@ def test_watch_streams_are_capped_per_principal_and_in_total(
     assert "5 streams in total" in (refused.details() or ""), refused.details()
 
     mine.close()
-    wait_for("the closed streams to be released", lambda: metric(api, "schedd_api_watch_streams") == 2)
+    wait_until(
+        "the closed streams to be released",
+        lambda: metric(api, "schedd_api_watch_streams") == 2,
+        WAIT_TIMEOUT,
+        interval=0.1,
+    )
     assert streams().open(WATCH_RUN, watch, viewer) is None
 
 
@@ -198,7 +196,12 @@ def test_every_stream_watching_one_run_shares_one_database_poller(
     assert metric(api, "schedd_api_run_pollers") == 1
     for each in opened:
         each.close()
-    wait_for("the poller to stop with its last stream", lambda: metric(api, "schedd_api_run_pollers") == 0)
+    wait_until(
+        "the poller to stop with its last stream",
+        lambda: metric(api, "schedd_api_run_pollers") == 0,
+        WAIT_TIMEOUT,
+        interval=0.1,
+    )
 
 
 def test_a_shared_poller_sends_each_stream_the_change(api: Cluster) -> None:
@@ -239,9 +242,11 @@ def test_repeated_unauthenticated_calls_are_counted_not_written_one_by_one(api: 
     query = "FROM audit_log WHERE method = $1 AND code = 'UNAUTHENTICATED' AND principal = '-'"
     rows = api.fetchval(f"SELECT count(*) {query}", method)
     assert rows <= 1 + calls // 50, f"{calls} refused calls wrote {rows} audit rows"
-    wait_for(
+    wait_until(
         "the window's count to be written",
         lambda: api.fetchval(f"SELECT coalesce(sum(count), 0) {query}", method) == calls,
+        WAIT_TIMEOUT,
+        interval=0.1,
     )
     assert api.fetchval(f"SELECT count(*) {query}", method) <= 1 + calls // 50
     summary = api.fetch(f"SELECT peer, detail, count {query} AND count > 1", method)

@@ -18,7 +18,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from schedd_core.database_url import asyncpg_dsn
 from schedd_devstack.services import Cluster
 from schedd_store import channels
 from tests.fixtures.services import cluster_on_own_database, schedctl
+from tests.polling import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -110,13 +111,6 @@ def register(cluster: Cluster, work: Path, spec: dict[str, Any]) -> None:
     ctl(cluster, "dags", "register", str(path))
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = LIVENESS) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def attempt_of(cluster: Cluster, dag_id: str, run_id: str) -> dict[str, Any]:
     (row,) = cluster.fetch(ATTEMPT, dag_id, run_id)
     return row
@@ -145,8 +139,10 @@ class HeldTask:
             cluster, work, {"dag_id": dag_id, "tasks": [{"task_id": "hold", "shell": {"command": command}}]}
         )
         ctl(cluster, "runs", "trigger", dag_id, "--run-id", "r1")
-        wait_for(
-            f"{dag_id} to run", lambda: self.pid_file.exists() and self.pid_file.read_text().strip() != ""
+        wait_until(
+            f"{dag_id} to run",
+            lambda: self.pid_file.exists() and self.pid_file.read_text().strip() != "",
+            LIVENESS,
         )
         self.pid = int(self.pid_file.read_text())
         self.attempt = attempt_of(cluster, dag_id, "r1")
@@ -160,8 +156,10 @@ class HeldTask:
 
 def run_outcome(cluster: Cluster, dag_id: str, run_id: str) -> str:
     query = "SELECT state FROM dag_runs WHERE dag_id = $1 AND run_id = $2"
-    wait_for(
-        f"{dag_id}/{run_id} to end", lambda: cluster.fetchval(query, dag_id, run_id) in ("success", "failed")
+    wait_until(
+        f"{dag_id}/{run_id} to end",
+        lambda: cluster.fetchval(query, dag_id, run_id) in ("success", "failed"),
+        LIVENESS,
     )
     return str(cluster.fetchval(query, dag_id, run_id))
 
@@ -348,7 +346,10 @@ def test_listening_during_a_cancel_learns_no_attempt_id(cluster: Cluster, work: 
             await conn.close()
         # The cancelled attempt's process still ends: the registry read what to stop.
         await asyncio.to_thread(
-            wait_for, f"the cancelled task's process {held.pid} to end", lambda: not pid_alive(held.pid)
+            wait_until,
+            f"the cancelled task's process {held.pid} to end",
+            lambda: not pid_alive(held.pid),
+            LIVENESS,
         )
         attempt = str(held.attempt["attempt_id"])
         assert all(attempt not in payload for payload in received), received

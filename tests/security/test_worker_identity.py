@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from schedd.v1 import api_pb2, worker_pb2
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_devstack.services import Cluster
 from tests.fixtures.services import cluster_on_own_database, schedctl
+from tests.polling import wait_until
 from tests.security.raw_worker import RawWorker
 
 pytestmark = pytest.mark.e2e
@@ -91,22 +91,12 @@ def new_token(cluster: Cluster, name: str, role: str, *extra: str) -> str:
     return str(result.stdout.strip())
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = LIVENESS) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-
-
 def running_attempt(cluster: Cluster, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         rows = cluster.fetch(ATTEMPT, dag_id, run_id, task_id)
         return rows[0] if rows and rows[0]["state"] == "running" else None
 
-    return dict(wait_for(f"{dag_id}/{run_id}/{task_id} to run", probe))
+    return dict(wait_until(f"{dag_id}/{run_id}/{task_id} to run", probe, LIVENESS, interval=0.1))
 
 
 def trigger(cluster: Cluster, dag_id: str) -> str:
@@ -225,7 +215,9 @@ def test_a_worker_reconnects_at_once_and_a_new_process_once_its_old_stream_ended
         first.close()
         again.close()
     gone = "SELECT 1 FROM workers WHERE worker_id = 'returning' AND state = 'gone'"
-    wait_for("the ended streams to leave the worker gone", lambda: secured.fetch(gone))
+    wait_until(
+        "the ended streams to leave the worker gone", lambda: secured.fetch(gone), LIVENESS, interval=0.1
+    )
     restarted = RawWorker(secured.registry_address, token, "returning", incarnation="two")
     try:
         assert restarted.next("welcome").worker_id == "returning"

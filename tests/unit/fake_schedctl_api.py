@@ -2,8 +2,9 @@
 it answers from a few fixed resources and keeps every request it gets.
 
 DAG ``nightly`` has the time zone Europe/Berlin, any other DAG none; DAG ``fan`` has runs ``r1`` and
-``r2`` (the newest, what ``@latest`` means); RegisterDag refuses a spec of DAG ``refused``, and
-GetDag answers NOT_FOUND for a DAG it is told is new.
+``r2`` (the newest, what ``@latest`` means), with no task instances unless a test gives the fake a
+run of that name; RegisterDag refuses a spec of DAG ``refused``, and GetDag answers NOT_FOUND for a
+DAG it is told is new.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class FakeApi(
         self.dags: dict[str, pb.Dag] = {}
         #: DAG ids GetDag answers NOT_FOUND for.
         self.missing: set[str] = set()
+        #: What GetRun answers for a run's name (else a failed run of DAG ``fan`` without instances).
+        self.runs: dict[str, pb.DagRun] = {}
 
     def GetDag(self, request: api_pb2.GetDagRequest, context: grpc.ServicerContext) -> pb.Dag:
         dag_id = request.name.removeprefix("dags/")
@@ -66,6 +69,8 @@ class FakeApi(
     def GetRun(self, request: api_pb2.GetRunRequest, context: grpc.ServicerContext) -> pb.DagRun:
         self.requests.append(request)
         name = LATEST if request.name == "dags/fan/runs/@latest" else request.name
+        if name in self.runs:
+            return self.runs[name]
         return pb.DagRun(name=name, dag_id="fan", run_id=name.rpartition("/")[2], state=pb.RUN_STATE_FAILED)
 
     def CancelRun(self, request: api_pb2.CancelRunRequest, context: grpc.ServicerContext) -> pb.DagRun:
@@ -87,6 +92,20 @@ class FakeApi(
     ) -> pb.TaskInstance:
         self.requests.append(request)
         return pb.TaskInstance(name=request.name, state=request.state)
+
+    def GetTaskResult(
+        self, request: api_pb2.GetTaskResultRequest, context: grpc.ServicerContext
+    ) -> api_pb2.StoredTaskResult:
+        self.requests.append(request)
+        return api_pb2.StoredTaskResult(
+            name=f"{request.name}/result", has_value=True, state=pb.TASK_STATE_SUCCESS
+        )
+
+    def ExplainTaskInstance(
+        self, request: api_pb2.ExplainTaskInstanceRequest, context: grpc.ServicerContext
+    ) -> api_pb2.Explanation:
+        self.requests.append(request)
+        return api_pb2.Explanation(state=pb.TASK_STATE_FAILED, reasons=["it is finished (failed)"])
 
     def GetTaskLogs(
         self, request: api_pb2.GetTaskLogsRequest, context: grpc.ServicerContext

@@ -1,4 +1,5 @@
-"""Task functions that ``test_pypool.py`` runs in the pool's child processes."""
+"""Task functions that ``test_python_pool.py`` and ``tests/benchmarks/pypool.py`` run in the pool's
+child processes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ import signal
 import sys
 import time
 from typing import Any
+
+#: The identity variables the pool's tests give a task (its context is made of them).
+IDENTITY = {
+    "SCHEDD_DAG_ID": "d",
+    "SCHEDD_RUN_ID": "r1",
+    "SCHEDD_TASK_ID": "t",
+    "SCHEDD_TRY_NUMBER": "2",
+    "SCHEDD_IDEMPOTENCY_KEY": "d/r1/t/2",
+}
 
 
 def noop() -> None:

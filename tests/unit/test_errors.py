@@ -12,7 +12,6 @@ from schedd_core.errors import (
     InvalidArgument,
     NotFound,
     ScheddError,
-    StaleAttempt,
     Unavailable,
 )
 
@@ -26,7 +25,6 @@ def test_every_error_is_a_schedd_error(cls: type[Exception]) -> None:
 
 def test_precondition_failures() -> None:
     assert issubclass(IllegalTransition, FailedPrecondition)
-    assert issubclass(StaleAttempt, FailedPrecondition)
     assert not issubclass(FencedOut, FailedPrecondition)
 
 

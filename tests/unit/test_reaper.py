@@ -3,7 +3,6 @@ given time, and at once when its worker goes away; it leaves forgotten groups al
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from schedd_exec.reaper import Reaper
+from tests.polling import wait_until, wait_until_async
 
 BOUND = 10.0
 
@@ -29,11 +29,10 @@ async def reaper() -> AsyncIterator[Reaper]:
 def group(tmp_path: Path) -> subprocess.Popen[bytes]:
     """A shell in a session of its own whose background child writes its pid to a file."""
     script = f"sleep 1000 & echo $! > {tmp_path / 'grandchild'}; wait"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(["/bin/sh", "-c", script], start_new_session=True)
-    deadline = time.monotonic() + BOUND
-    while not (tmp_path / "grandchild").exists() or not (tmp_path / "grandchild").read_text().strip():
-        assert time.monotonic() < deadline, "the group did not start"
-        time.sleep(0.01)
+    pid_file = tmp_path / "grandchild"
+    wait_until("the group to start", lambda: pid_file.exists() and pid_file.read_text().strip(), BOUND)
     return proc
 
 
@@ -47,10 +46,12 @@ def alive(pid: int) -> bool:
 
 
 async def wait_dead(proc: subprocess.Popen[bytes], grandchild: int) -> None:
-    began = time.monotonic()
-    while proc.poll() is None or alive(grandchild):
-        assert time.monotonic() - began < BOUND, "the group was not killed"
-        await asyncio.sleep(0.01)
+    await wait_until_async(
+        "the group to be killed",
+        lambda: proc.poll() is not None and not alive(grandchild),
+        BOUND,
+        interval=0.01,
+    )
 
 
 def grandchild_of(tmp_path: Path) -> int:
@@ -59,11 +60,11 @@ def grandchild_of(tmp_path: Path) -> int:
 
 async def test_a_watched_group_dies_at_the_deadline(reaper: Reaper, tmp_path: Path) -> None:
     proc = group(tmp_path)
-    reaper.deadline(time.monotonic() + 0.3)
+    deadline = time.monotonic() + 0.3
+    reaper.deadline(deadline)
     reaper.watch(proc.pid)
-    await asyncio.sleep(0.1)
-    assert proc.poll() is None, "killed before its deadline"
     await wait_dead(proc, grandchild_of(tmp_path))
+    assert time.monotonic() >= deadline, "killed before its deadline"
     assert proc.returncode == -signal.SIGKILL
 
 
@@ -76,13 +77,18 @@ async def test_a_group_to_stop_dies_at_its_time_whatever_the_deadline(reaper: Re
 
 
 async def test_a_forgotten_group_is_left_alone(reaper: Reaper, tmp_path: Path) -> None:
-    proc = group(tmp_path)
+    proc = group(tmp_path / "forgotten")
+    watched = group(tmp_path / "watched")
     try:
         reaper.deadline(time.monotonic() + 0.2)
         reaper.watch(proc.pid)
+        reaper.watch(watched.pid)
         reaper.forget(proc.pid)
-        await asyncio.sleep(0.6)
+        # The reaper kills every group watched at the deadline at once: once the one still watched is
+        # dead, the deadline has come and gone for the forgotten one too.
+        await wait_dead(watched, grandchild_of(tmp_path / "watched"))
         assert proc.poll() is None
+        assert alive(grandchild_of(tmp_path / "forgotten"))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

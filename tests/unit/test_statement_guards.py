@@ -20,8 +20,10 @@ from schedd_core.states import (
     RUN_TRANSITIONS,
     TASK_TRANSITIONS,
     WORKER_TRANSITIONS,
+    TaskState,
 )
 from schedd_store import statements
+from schedd_store.statements.guards import _guarded
 
 MACHINE_OF_TABLE = {
     "task_instances": "ti",
@@ -108,10 +110,8 @@ def test_bound_guards_allow_exactly_the_declared_moves(name: str) -> None:
 
 
 def test_a_move_the_tables_forbid_is_refused_when_the_statement_is_defined() -> None:
-    from schedd_core.states import TaskState as T
-
     with pytest.raises(ValueError, match=r"not an allowed transition"):
-        statements._guarded(
+        _guarded(
             "UPDATE task_instances SET state = 'queued' WHERE state = ANY(:ti_sources)",
-            ti=({T.SUCCESS}, {T.QUEUED}),
+            ti=({TaskState.SUCCESS}, {TaskState.QUEUED}),
         )

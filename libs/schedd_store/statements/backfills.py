@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from schedd_core.states import BackfillState
 from schedd_store import channels
-from schedd_store.statements.guards import B, _guarded, _sql
+from schedd_store.statements.guards import _guarded, _sql
 
 # --- backfills: the api's side ------------------------------------------------------------------------
 
@@ -64,7 +65,7 @@ LOCK_BACKFILL = _sql("SELECT id, dag_id, state FROM backfills WHERE id = :id FOR
 PAUSE_BACKFILL = _guarded(
     "UPDATE backfills SET state = 'paused', updated_at = now() WHERE id = :id "
     "AND state = ANY(:backfill_sources) RETURNING id",
-    backfill=({B.RUNNING}, {B.PAUSED}),
+    backfill=({BackfillState.RUNNING}, {BackfillState.PAUSED}),
 )
 
 RESUME_BACKFILL = _guarded(
@@ -72,13 +73,13 @@ RESUME_BACKFILL = _guarded(
     "  UPDATE backfills SET state = 'running', updated_at = now() WHERE id = :id "
     "  AND state = ANY(:backfill_sources) RETURNING id"
     f") SELECT id, pg_notify('{channels.BACKFILLS}', id::text) FROM resumed",
-    backfill=({B.PAUSED}, {B.RUNNING}),
+    backfill=({BackfillState.PAUSED}, {BackfillState.RUNNING}),
 )
 
 CANCEL_BACKFILL = _guarded(
     "UPDATE backfills SET state = 'cancelled', updated_at = now() WHERE id = :id "
     "AND state = ANY(:backfill_sources) RETURNING id",
-    backfill=({B.RUNNING, B.PAUSED}, {B.CANCELLED}),
+    backfill=({BackfillState.RUNNING, BackfillState.PAUSED}, {BackfillState.CANCELLED}),
 )
 
 #: The backfill's runs still queued or running (a cancel fails them).
@@ -166,11 +167,11 @@ ADOPT_RUN = _sql(
 SUCCEED_BACKFILL = _guarded(
     "UPDATE backfills SET state = 'succeeded', updated_at = now() WHERE id = :id "
     "AND state = ANY(:backfill_sources) RETURNING id",
-    backfill=({B.RUNNING}, {B.SUCCEEDED}),
+    backfill=({BackfillState.RUNNING}, {BackfillState.SUCCEEDED}),
 )
 
 FAIL_BACKFILL = _guarded(
     "UPDATE backfills SET state = 'failed', error = :error, updated_at = now() WHERE id = :id "
     "AND state = ANY(:backfill_sources) RETURNING id",
-    backfill=({B.RUNNING}, {B.FAILED}),
+    backfill=({BackfillState.RUNNING}, {BackfillState.FAILED}),
 )

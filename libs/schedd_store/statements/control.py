@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from schedd_core.states import TASK_TRANSITIONS
-from schedd_store.statements.guards import A, R, T, _guarded, _sql
+from schedd_core.states import TASK_TRANSITIONS, WAITING_TO_RUN, AttemptState, RunState, TaskState
+from schedd_store.statements.guards import _guarded, _sql
 from schedd_store.statements.scheduling import _FAILED_COLUMNS, _FAILURE_EVENTS
 
 # --- manual control (api) ----------------------------------------------------------------------------
@@ -67,21 +67,21 @@ STOP_RUNNING = _guarded(
     "  WHERE a.attempt_id = failed.attempt_id AND a.state = ANY(:attempt_sources)"
     f"), events AS ({_FAILURE_EVENTS}) "
     "SELECT id, attempt_id, worker_id, (SELECT count(*) FROM events) AS events FROM failed",
-    ti=({T.RUNNING}, {T.FAILED, T.SUCCESS}),
-    attempt=({A.RUNNING}, {A.FAILED}),
+    ti=({TaskState.RUNNING}, {TaskState.FAILED, TaskState.SUCCESS}),
+    attempt=({AttemptState.RUNNING}, {AttemptState.FAILED}),
 )
 
 SKIP_UNRUN = _guarded(
     "UPDATE task_instances SET state = 'skipped', ended_at = now() "
     "WHERE run_pk = :run_pk AND state = ANY(:ti_sources) RETURNING id",
-    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}, {T.SKIPPED}),
+    ti=(WAITING_TO_RUN, {TaskState.SKIPPED}),
 )
 
 #: A cancel: the run fails, known as cancelled.
 FAIL_RUN_BY_HAND = _guarded(
     "UPDATE dag_runs SET state = 'failed', ended_at = now(), cancelled = true "
     "WHERE id = :run_pk AND state = ANY(:run_sources) RETURNING id",
-    run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
+    run=({RunState.QUEUED, RunState.RUNNING}, {RunState.FAILED}),
 )
 
 #: Resets task instances to run again: a clear. Their retries are restored (max_tries counts from the
@@ -92,7 +92,7 @@ CLEAR_TASK_INSTANCES = _guarded(
     "  exit_code = NULL, error = NULL, result = NULL, follow = NULL, lost_attempts = 0, first_poke_at = NULL "
     "FROM unnest(CAST(:ids AS bigint[]), CAST(:tries AS int[])) AS c(id, tries) "
     "WHERE ti.id = c.id AND ti.state = ANY(:ti_sources) RETURNING ti.id, ti.task_key",
-    ti=(TASK_TRANSITIONS[T.NONE], {T.NONE}),
+    ti=(TASK_TRANSITIONS[TaskState.NONE], {TaskState.NONE}),
 )
 
 #: A finished run whose task instances were cleared or marked runs again (an unfinished one is left as it is).
@@ -100,7 +100,7 @@ REOPEN_RUN = _guarded(
     "UPDATE dag_runs SET state = 'running', ended_at = NULL, cancelled = false "
     "WHERE id = :run_pk AND state = ANY(:run_sources) "
     "RETURNING id",
-    run=({R.SUCCESS, R.FAILED}, {R.RUNNING}),
+    run=({RunState.SUCCESS, RunState.FAILED}, {RunState.RUNNING}),
 )
 
 SET_TASK_STATE_BY_HAND = _sql(
@@ -149,7 +149,7 @@ MOVE_RUN_TO_CURRENT_VERSION = _sql(
 REMOVE_TASK_INSTANCES = _guarded(
     "UPDATE task_instances SET state = 'removed', ended_at = now() WHERE id = ANY(CAST(:ids AS bigint[])) "
     "AND state = ANY(:ti_sources) RETURNING id",
-    ti=(TASK_TRANSITIONS[T.REMOVED], {T.REMOVED}),
+    ti=(TASK_TRANSITIONS[TaskState.REMOVED], {TaskState.REMOVED}),
 )
 
 #: Task instances that have not started take their task's options from the run's (new) version.

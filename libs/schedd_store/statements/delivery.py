@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from schedd_store.statements.guards import A, T, W, _guarded, _sql
+from schedd_core.states import AttemptState, TaskState, WorkerState
+from schedd_store.statements.guards import _guarded, _sql
 
 # --- delivery: heartbeats, lost attempts, logs, workers ---------------------------------------------
 
@@ -82,8 +83,8 @@ FAIL_OVER_LOST_ATTEMPTS = _guarded(
     "  started_at = NULL, claimed_at = NULL, lost_reported = false, worker_id = NULL, fence_token = :token "
     "FROM lost WHERE ti.id = lost.id AND ti.attempt_id = lost.attempt_id AND ti.state = ANY(:ti_sources) "
     "RETURNING ti.id, ti.run_pk, ti.state, ti.queue, lost.reason",
-    ti=({T.RUNNING}, {T.QUEUED, T.FAILED}),
-    attempt=({A.RUNNING}, {A.LOST}),
+    ti=({TaskState.RUNNING}, {TaskState.QUEUED, TaskState.FAILED}),
+    attempt=({AttemptState.RUNNING}, {AttemptState.LOST}),
 )
 
 #: Seconds until the first running attempt can be lost (negative: overdue); NULL when nothing runs.
@@ -159,7 +160,7 @@ UPSTREAM_RESULTS = _sql(
 MARK_WORKER_DRAINING = _guarded(
     "UPDATE workers SET state = 'draining', last_seen_at = now() "
     "WHERE worker_id = :worker_id AND state = ANY(:worker_sources)",
-    worker=({W.ACTIVE}, {W.DRAINING}),
+    worker=({WorkerState.ACTIVE}, {WorkerState.DRAINING}),
 )
 
 REQUEST_DRAIN = _sql(
@@ -182,7 +183,3 @@ LIST_WORKERS = _sql(
 )
 
 GET_WORKER = _sql(f"SELECT {_WORKER_COLUMNS} FROM workers WHERE worker_id = :worker_id")
-
-QUEUE_DEPTHS = _sql(
-    "SELECT queue, count(*) AS depth FROM task_instances WHERE state = 'queued' GROUP BY queue"
-)

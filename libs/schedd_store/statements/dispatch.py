@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from schedd_core.states import AttemptState, TaskState, WorkerState
 from schedd_store import channels
-from schedd_store.statements.guards import A, T, W, _guarded, _sql
+from schedd_store.statements.guards import _guarded, _sql
 
 # --- dispatch (registry) ---------------------------------------------------------------------------
 
@@ -46,7 +47,7 @@ CLAIM_TASK_INSTANCES = _guarded(
     "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
     "AS run_has_results, c.commit_secret "
     "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk",
-    ti=({T.QUEUED}, {T.RUNNING}),
+    ti=({TaskState.QUEUED}, {TaskState.RUNNING}),
 )
 
 #: Applies a batch of attempt results. Each row changes only while its attempt is current, running
@@ -96,8 +97,8 @@ APPLY_RESULTS = _guarded(
     ") "
     f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text), "
     f"(SELECT count(*) FROM callbacks) AS callbacks FROM applied",
-    ti=({T.RUNNING}, {T.SUCCESS, T.FAILED, T.UP_FOR_RETRY}),
-    attempt=({A.RUNNING}, {A.SUCCESS, A.FAILED}),
+    ti=({TaskState.RUNNING}, {TaskState.SUCCESS, TaskState.FAILED, TaskState.UP_FOR_RETRY}),
+    attempt=({AttemptState.RUNNING}, {AttemptState.SUCCESS, AttemptState.FAILED}),
 )
 
 #: The recorded outcome of attempts (the whole attempt: id and try number), and whether the reporting
@@ -134,14 +135,14 @@ UPSERT_WORKER = _guarded(
     "  OR workers.incarnation = EXCLUDED.incarnation "
     "  OR workers.heartbeat_at < now() - make_interval(secs => workers.silence_limit)) "
     "RETURNING drain_requested",
-    worker=(set(W), {W.ACTIVE, W.DRAINING}),
+    worker=(set(WorkerState), {WorkerState.ACTIVE, WorkerState.DRAINING}),
 )
 
 #: The stream of one incarnation on one registry ended (a newer stream of the worker keeps its row).
 MARK_WORKER_GONE = _guarded(
     "UPDATE workers SET state = 'gone', last_seen_at = now() WHERE worker_id = :worker_id "
     "AND registry = :registry AND incarnation = :incarnation AND state = ANY(:worker_sources)",
-    worker=({W.ACTIVE, W.DRAINING}, {W.GONE}),
+    worker=({WorkerState.ACTIVE, WorkerState.DRAINING}, {WorkerState.GONE}),
 )
 
 #: Where and how recently a worker id's live stream was heard (for the message refusing a second one).

@@ -13,14 +13,7 @@ from schedd_core.states import (
     RUN_TRANSITIONS,
     TASK_TRANSITIONS,
     WORKER_TRANSITIONS,
-    AttemptState,
-    BackfillState,
-    RunState,
-    TaskState,
-    WorkerState,
 )
-
-T, R, A, W, B = TaskState, RunState, AttemptState, WorkerState, BackfillState
 
 _MACHINES: dict[str, Mapping[enum.StrEnum, frozenset[enum.StrEnum]]] = {
     "ti": TASK_TRANSITIONS,  # type: ignore[dict-item]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from schedd_core.states import WAITING_TO_RUN, AttemptState, RunState, TaskState
 from schedd_store import channels
-from schedd_store.statements.guards import A, R, T, _guarded, _sql
+from schedd_store.statements.guards import _guarded, _sql
 from schedd_store.statements.occupancy import OCCUPANCY_OF_POOLS
 
 # --- scheduling (leader only, fenced) --------------------------------------------------------------
 
 #: Where a task instance a pass queues comes from (a lost attempt's RUNNING -> QUEUED is the
 #: sweeper's, not a pass's).
-_READY = {T.NONE, T.SCHEDULED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}
+_READY = {TaskState.NONE, TaskState.SCHEDULED, TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE}
 
 #: What queueing adds to a try number: nothing for the next poke of a reschedule-mode sensor's try.
 _NEXT_TRY = "CASE WHEN first_poke_at IS NULL THEN 1 ELSE 0 END"
@@ -93,7 +94,7 @@ FAIL_UNRUN_TASK_INSTANCES = _guarded(
     "UPDATE task_instances ti SET state = 'failed', ended_at = now(), error = f.error, fence_token = :token "
     "FROM unnest(CAST(:ids AS bigint[]), CAST(:errors AS text[])) AS f(id, error) "
     "WHERE ti.id = f.id AND ti.state = ANY(:ti_sources) RETURNING ti.id",
-    ti=({T.NONE, T.SCHEDULED}, {T.FAILED}),
+    ti=({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.FAILED}),
 )
 
 #: What mapped tasks expand over: per (run, upstream task, key) asked for, how many instances the
@@ -116,7 +117,7 @@ EXPANSION_SOURCES = _sql(
 SCHEDULE_TASK_INSTANCES = _guarded(
     "UPDATE task_instances SET state = 'scheduled', fence_token = :token "
     "WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING id",
-    ti=({T.NONE, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}, {T.SCHEDULED}),
+    ti=({TaskState.NONE, TaskState.UP_FOR_RETRY, TaskState.UP_FOR_RESCHEDULE}, {TaskState.SCHEDULED}),
 )
 
 #: Sets when failed attempts retry (per task instance, computed by the leader from the retry policy).
@@ -251,7 +252,7 @@ QUEUE_TASK_INSTANCES = _guarded(
     "claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, exit_code = NULL, "
     "error = NULL, fence_token = :token "
     "WHERE id = ANY(:ids) AND state = ANY(:ti_sources) RETURNING id, queue",
-    ti=(_READY, {T.QUEUED}),
+    ti=(_READY, {TaskState.QUEUED}),
 )
 
 #: QUEUE_TASK_INSTANCES and RECORD_PASS in one round trip: queues the task instances, appends the pass
@@ -270,7 +271,7 @@ QUEUE_AND_RECORD_PASS = _guarded(
     "  SELECT queue FROM q UNION SELECT unnest(CAST(:queues AS text[]))"
     ") "
     f"SELECT q.id, q.queue, (SELECT count(pg_notify('{channels.QUEUED}', queue)) FROM woken) AS woken FROM q",
-    ti=(_READY, {T.QUEUED}),
+    ti=(_READY, {TaskState.QUEUED}),
 )
 
 #: Moves task instances that will not run to a finished state (skipped, upstream_failed).
@@ -303,8 +304,8 @@ FAIL_RUNNING_TASK_INSTANCES = _guarded(
     "  WHERE a.attempt_id = failed.attempt_id AND a.state = ANY(:attempt_sources)"
     f"), events AS ({_FAILURE_EVENTS}) "
     "SELECT id, (SELECT count(*) FROM events) AS events FROM failed",
-    ti=({T.RUNNING}, {T.FAILED}),
-    attempt=({A.RUNNING}, {A.FAILED}),
+    ti=({TaskState.RUNNING}, {TaskState.FAILED}),
+    attempt=({AttemptState.RUNNING}, {AttemptState.FAILED}),
 )
 
 #: Fails a run the leader cannot plan (its pass raised on it alone), with the reason, and skips what
@@ -317,14 +318,14 @@ QUARANTINE_RUN = _guarded(
     "  UPDATE task_instances SET state = 'skipped', ended_at = now(), fence_token = :token "
     "  WHERE run_pk IN (SELECT id FROM run) AND state = ANY(:ti_sources) RETURNING id"
     ") SELECT id, (SELECT count(*) FROM skipped) AS skipped FROM run",
-    run=({R.QUEUED, R.RUNNING}, {R.FAILED}),
-    ti=({T.NONE, T.SCHEDULED, T.QUEUED, T.UP_FOR_RETRY, T.UP_FOR_RESCHEDULE}, {T.SKIPPED}),
+    run=({RunState.QUEUED, RunState.RUNNING}, {RunState.FAILED}),
+    ti=(WAITING_TO_RUN, {TaskState.SKIPPED}),
 )
 
 START_RUNS = _guarded(
     "UPDATE dag_runs SET state = 'running', started_at = COALESCE(started_at, now()), fence_token = :token "
     "WHERE id = ANY(:run_pks) AND state = ANY(:run_sources)",
-    run=({R.QUEUED}, {R.RUNNING}),
+    run=({RunState.QUEUED}, {RunState.RUNNING}),
 )
 
 FINISH_RUN = _sql(

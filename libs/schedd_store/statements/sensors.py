@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from schedd_core.states import AttemptState, TaskState
 from schedd_store import channels
-from schedd_store.statements.guards import A, T, _guarded
+from schedd_store.statements.guards import _guarded
 
 # --- sensor outcomes (registry) --------------------------------------------------------------------
 
@@ -43,6 +44,6 @@ APPLY_SENSOR_OUTCOMES = _guarded(
     ") "
     f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text) "
     "FROM applied",
-    ti=({T.RUNNING}, {T.UP_FOR_RESCHEDULE, T.SKIPPED}),
-    attempt=({A.RUNNING}, {A.RESCHEDULED, A.SKIPPED}),
+    ti=({TaskState.RUNNING}, {TaskState.UP_FOR_RESCHEDULE, TaskState.SKIPPED}),
+    attempt=({AttemptState.RUNNING}, {AttemptState.RESCHEDULED, AttemptState.SKIPPED}),
 )
