@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from schedd_faults.points import arm
+from schedd_devstack.faults import arm
 from tests.chaos.invariants import FenceWatch, check_passes_in_token_order, wait_settled
 from tests.chaos.test_leader_faults import LIVENESS, MakeCluster, poll, process_state, register, schedctl
 from tests.chaos.test_leader_faults import make_cluster as make_cluster  # the fixture
