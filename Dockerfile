@@ -45,7 +45,7 @@ COPY --from=build /wheels/app.sha256 /usr/local/share/schedd/
 RUN --mount=type=bind,from=build,source=/wheels/app,target=/wheels \
     pip install --no-index --no-deps /wheels/*.whl
 # Every service's command is installed (tests/deploy/test_image.py keeps this list equal to
-# pyproject's [project.scripts], less the local development stack).
+# pyproject's [project.scripts]; the development stack is devtools/'s, never copied here).
 RUN for command in schedctl schedd-api schedd-etcd-setup schedd-migrate schedd-probe schedd-registry schedd-scheduler schedd-web schedd-worker; do \
         command -v "$command" >/dev/null || { echo "missing: $command" >&2; exit 1; }; \
     done

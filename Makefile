@@ -8,10 +8,12 @@ GEN_DIR := libs
 
 .PHONY: install run test test-fast test-chaos soak lint protos bench clean images images-test compose-test test-containers-faults
 
-$(STAMP): pyproject.toml $(wildcard libs/*/__init__.py services/*/__init__.py)
+# schedd itself, and beside it devtools/ (the schedd-devtools distribution: the local stack of
+# `make run` and the test harness), which schedd's wheel and image leave out.
+$(STAMP): pyproject.toml devtools/pyproject.toml $(wildcard libs/*/__init__.py services/*/__init__.py devtools/*/__init__.py)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,local]'
+	$(PY) -m pip install --quiet -e '.[dev,local]' -e ./devtools
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,8 +25,8 @@ protos: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy libs services tests
-	PYTHONPATH="$(CURDIR)/libs:$(CURDIR)/services" $(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy libs services devtools tests
+	PYTHONPATH="$(CURDIR)/libs:$(CURDIR)/services:$(CURDIR)/devtools" $(VENV)/bin/lint-imports
 
 test: $(STAMP)
 	$(PY) -m pytest -q

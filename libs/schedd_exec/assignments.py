@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from schedd.v1 import resources_pb2 as pb
-from schedd.v1 import worker_pb2
+from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_core.mapping import instance_key
 from schedd_core.task_context import CONF_ENV

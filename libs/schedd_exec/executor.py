@@ -235,55 +235,65 @@ class AttemptExecutor:
                 environment=self._environment,
             )
         if action == "python":
-            if self._pool is None:
-                raise RuntimeError("this executor runs no Python tasks (python_workers=0)")
-            params = convert.from_struct(assignment.params) if assignment.HasField("params") else {}
-            transaction = None
-            if assignment.transactional:
-                if not self._task_dsn:
-                    raise RuntimeError(
-                        "a transactional task needs the metadata database: start the worker with "
-                        "SCHEDD_TASK_DATABASE_URL"
-                    )
-                transaction = {
-                    "dsn": self._task_dsn,
-                    "ti_id": assignment.attempt.task_instance_id,
-                    "attempt_id": assignment.attempt.attempt_id,
-                    "try_number": assignment.attempt.try_number,
-                    "secret": assignment.commit_secret,
-                    "started_at": datetime.now(UTC).isoformat(),
-                }
-            if assignment.code_bundle:
-                if self._bundle_pools is None:
-                    raise RuntimeError("this executor cannot run code bundles (it has no bundle cache)")
-                py = await self._bundle_pools.run(
-                    assignment.code_bundle,
-                    assignment.python.target,
-                    env=env,
-                    timeout=timeout,
-                    params=params,
-                    transaction=transaction,
-                    on_output=sink,
-                )
-            else:
-                py = await self._pool.run(
-                    assignment.python.target,
-                    env=env,
-                    timeout=timeout,
-                    params=params,
-                    transaction=transaction,
-                    on_output=sink,
-                )
-            return Outcome(
-                py.succeeded,
-                py.exit_code,
-                py.error,
-                py.started_at,
-                py.ended_at,
-                result_json=py.result_json,
-                no_retry=not py.retryable,
-            )
+            return await self._execute_python(assignment, env, timeout, sink)
         raise ValueError("the assignment has no action")
+
+    async def _execute_python(
+        self,
+        assignment: worker_pb2.Assignment,
+        env: dict[str, str],
+        timeout: float | None,
+        sink: Callable[[bytes], None] | None,
+    ) -> Outcome:
+        """Run a Python task in the pool (or its code bundle's pool)."""
+        if self._pool is None:
+            raise RuntimeError("this executor runs no Python tasks (python_workers=0)")
+        params = convert.from_struct(assignment.params) if assignment.HasField("params") else {}
+        transaction = None
+        if assignment.transactional:
+            if not self._task_dsn:
+                raise RuntimeError(
+                    "a transactional task needs the metadata database: start the worker with "
+                    "SCHEDD_TASK_DATABASE_URL"
+                )
+            transaction = {
+                "dsn": self._task_dsn,
+                "ti_id": assignment.attempt.task_instance_id,
+                "attempt_id": assignment.attempt.attempt_id,
+                "try_number": assignment.attempt.try_number,
+                "secret": assignment.commit_secret,
+                "started_at": datetime.now(UTC).isoformat(),
+            }
+        if assignment.code_bundle:
+            if self._bundle_pools is None:
+                raise RuntimeError("this executor cannot run code bundles (it has no bundle cache)")
+            py = await self._bundle_pools.run(
+                assignment.code_bundle,
+                assignment.python.target,
+                env=env,
+                timeout=timeout,
+                params=params,
+                transaction=transaction,
+                on_output=sink,
+            )
+        else:
+            py = await self._pool.run(
+                assignment.python.target,
+                env=env,
+                timeout=timeout,
+                params=params,
+                transaction=transaction,
+                on_output=sink,
+            )
+        return Outcome(
+            py.succeeded,
+            py.exit_code,
+            py.error,
+            py.started_at,
+            py.ended_at,
+            result_json=py.result_json,
+            no_retry=not py.retryable,
+        )
 
     def _sink(self, assignment: worker_pb2.Assignment) -> Callable[[bytes], None] | None:
         on_output = self._on_output

@@ -57,17 +57,13 @@ leaves the pool).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import json
 import logging
 import os
 import signal
-import struct
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -76,15 +72,21 @@ from typing import Any
 from schedd_core.limits import MAX_RESULT_BYTES
 from schedd_exec.environment import TaskEnvironment
 from schedd_exec.output_stream import OutputStream
+from schedd_exec.python_children import (
+    DRAIN_AFTER_EXIT,
+    HEADER,
+    KILL_WAIT,
+    TIMED_OUT,
+    Child,
+    ChildKeeper,
+    Exited,
+    Reply,
+    TimedOut,
+    describe_exit,
+)
 from schedd_exec.reaper import Reaper
 
 log = logging.getLogger(__name__)
-
-START_TIMEOUT = 30.0
-"""Seconds a new child has to say it is ready."""
-_DRAIN_AFTER_EXIT = 0.5
-_KILL_WAIT = 5.0
-_HEADER = struct.Struct(">I")
 
 
 @dataclass(frozen=True)
@@ -109,86 +111,7 @@ class PoolClosedError(RuntimeError):
     """:meth:`PythonPool.run` was called on, or was waiting for a child of, a closed pool."""
 
 
-class _TimedOut:
-    pass
-
-
-@dataclass(frozen=True)
-class _Exited:
-    returncode: int
-
-
-_Reply = dict[str, Any] | _Exited | _TimedOut
-_TIMED_OUT = _TimedOut()
-
-
-class _Child:
-    """One child process and the parent's ends of its pipes."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, out_fd: int, reader: asyncio.StreamReader) -> None:
-        self.proc = proc
-        self.pid = proc.pid
-        self.out_fd = out_fd
-        self.reader = reader
-        self.reply_transport: asyncio.BaseTransport | None = None
-        self.pending: asyncio.Future[_Reply] | None = None
-        self.busy = False
-        self.tasks_done = 0
-        self.exited = asyncio.Event()
-        self.returncode: int | None = None
-        self.kill_reason = ""
-        self.reader_task: asyncio.Task[None] | None = None
-        self.watch_task: asyncio.Task[None] | None = None
-        self.reap_task: asyncio.Task[None] | None = None
-        self._out_closed = False
-
-    def signal(self, sig: signal.Signals) -> None:
-        """Signal the child's process group (the child leads it)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
-
-    def resolve(self, value: _Reply) -> None:
-        fut = self.pending
-        if fut is not None and not fut.done():
-            fut.set_result(value)
-
-    def close_output_if_unused(self) -> None:
-        if not self._out_closed and not self.busy and self.reap_task is not None and self.reap_task.done():
-            self._out_closed = True
-            os.close(self.out_fd)
-
-    def read_output(self, limit: int) -> str:
-        size = os.fstat(self.out_fd).st_size
-        if size == 0:
-            return ""
-        if size <= limit:
-            return os.pread(self.out_fd, size, 0).decode(errors="replace")
-        head = limit // 2
-        tail = limit - head
-        first = os.pread(self.out_fd, head, 0).decode(errors="replace")
-        last = os.pread(self.out_fd, tail, size - tail).decode(errors="replace") if tail else ""
-        return f"{first}\n[... {size - limit} bytes of output truncated ...]\n{last}"
-
-
-def _output_file() -> int:
-    fd, path = tempfile.mkstemp(prefix="schedd-pychild-", suffix=".out")
-    os.unlink(path)
-    # O_APPEND: after the pool truncates the file, every writer starts again at offset 0.
-    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
-    return fd
-
-
-def _describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by {name}"
-    return f"exited with status {returncode}"
-
-
-class PythonPool:
+class PythonPool(ChildKeeper):
     """``size`` warm Python children; :meth:`run` runs one task in an idle one.
 
     Use ``await pool.start()`` ... ``await pool.close()``, or ``async with``.
@@ -231,8 +154,8 @@ class PythonPool:
             environment if environment is not None else TaskEnvironment.from_environ(os.environ)
         )
         self._cwd = os.getcwd()
-        self._children: set[_Child] = set()
-        self._idle: asyncio.Queue[_Child | None] = asyncio.Queue()
+        self._children: set[Child] = set()
+        self._idle: asyncio.Queue[Child | None] = asyncio.Queue()
         self._background: set[asyncio.Task[Any]] = set()
         self._started = False
         self._closed = False
@@ -264,7 +187,7 @@ class PythonPool:
         results = await asyncio.gather(*(self._spawn() for _ in range(self._size)), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         for r in results:
-            if isinstance(r, _Child):
+            if isinstance(r, Child):
                 self._children.add(r)
                 self._idle.put_nowait(r)
         if errors:
@@ -285,7 +208,7 @@ class PythonPool:
         for child in list(self._children):
             child.kill_reason = "the pool was closed"
             self._discard(child, graceful=True)
-        deadline = asyncio.get_running_loop().time() + 2 * self._kill_grace + _KILL_WAIT + _DRAIN_AFTER_EXIT
+        deadline = asyncio.get_running_loop().time() + 2 * self._kill_grace + KILL_WAIT + DRAIN_AFTER_EXIT
         while self._background:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
@@ -323,11 +246,11 @@ class PythonPool:
             now = datetime.now(UTC)
             return PyOutcome(False, 1, f"params are not JSON-serialisable: {exc}", "", "", now, now)
         data = body.encode()
-        request = _HEADER.pack(len(data)) + data
+        request = HEADER.pack(len(data)) + data
 
         child = await self._acquire()
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[_Reply] = loop.create_future()
+        fut: asyncio.Future[Reply] = loop.create_future()
         child.pending = fut
         child.busy = True
         if self._reaper is not None:
@@ -342,7 +265,7 @@ class PythonPool:
             if on_output is not None:
                 stream = OutputStream(child.out_fd, on_output, self._max_streamed_bytes)
             if timeout is not None:
-                timer = loop.call_later(timeout, child.resolve, _TIMED_OUT)
+                timer = loop.call_later(timeout, child.resolve, TIMED_OUT)
             reply = await fut
         except BaseException:
             if stream is not None:
@@ -361,7 +284,7 @@ class PythonPool:
                 timer.cancel()
         return await self._finish(child, reply, timeout, started, stream)
 
-    def _output(self, child: _Child, stream: OutputStream | None) -> str:
+    def _output(self, child: Child, stream: OutputStream | None) -> str:
         """The task's output; when it is streamed, the rest of it is passed on and this is empty."""
         if stream is None:
             return child.read_output(self._max_output_bytes)
@@ -370,8 +293,8 @@ class PythonPool:
 
     async def _finish(
         self,
-        child: _Child,
-        reply: _Reply,
+        child: Child,
+        reply: Reply,
         timeout: float | None,
         started: datetime,
         stream: OutputStream | None,
@@ -390,7 +313,7 @@ class PythonPool:
                         retryable=not reply.get("no_retry", False),
                     )
                 except (KeyError, TypeError, ValueError):
-                    reply = _Exited(-1)
+                    reply = Exited(-1)
                     child.kill_reason = "protocol error"
                 else:
                     child.tasks_done += 1
@@ -404,13 +327,13 @@ class PythonPool:
                         self._idle.put_nowait(child)
                     return outcome
             # Timed out or died: make sure the process group is gone before reading its output.
-            if isinstance(reply, _TimedOut):
+            if isinstance(reply, TimedOut):
                 child.kill_reason = "timeout"
             reap = self._discard(child)
             await asyncio.shield(reap)
             output = self._output(child, stream)
             ended = datetime.now(UTC)
-            if isinstance(reply, _TimedOut):
+            if isinstance(reply, TimedOut):
                 return PyOutcome(
                     False, -1, f"execution timeout of {timeout}s exceeded", "", output, started, ended
                 )
@@ -418,7 +341,7 @@ class PythonPool:
             if code == 0:  # os._exit(0): the task chose to end its process successfully
                 return PyOutcome(True, 0, "", "", output, started, ended)
             reason = f" ({child.kill_reason})" if child.kill_reason else ""
-            error = f"the python child process {_describe_exit(code)} while running the task{reason}"
+            error = f"the python child process {describe_exit(code)} while running the task{reason}"
             return PyOutcome(False, code, error, "", output, started, ended)
         finally:
             if stream is not None:
@@ -427,7 +350,7 @@ class PythonPool:
             child.busy = False
             child.close_output_if_unused()
 
-    async def _acquire(self) -> _Child:
+    async def _acquire(self) -> Child:
         while True:
             child = await self._idle.get()
             if child is None:
@@ -437,166 +360,3 @@ class PythonPool:
                 return child
 
     # -- children -----------------------------------------------------------------------------
-
-    def _spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
-    async def _spawn(self) -> _Child:
-        loop = asyncio.get_running_loop()
-        out_fd = _output_file()
-        read_fd, write_fd = os.pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self._environment.command_prefix(death_signal=False),
-                self._python,
-                "-m",
-                "schedd_exec.python_child",
-                "--reply-fd",
-                str(write_fd),
-                "--max-result-bytes",
-                str(self._max_result_bytes),
-                "--parent-pid",
-                str(os.getpid()),
-                *(("--import-path", self._import_path) if self._import_path else ()),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=out_fd,
-                stderr=out_fd,
-                pass_fds=(write_fd,),
-                cwd=self._cwd,
-                env=self._environment.for_attempt({}),
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(read_fd)
-            os.close(out_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        reader = asyncio.StreamReader()
-        child = _Child(proc, out_fd, reader)
-        child.busy = True
-        ready: asyncio.Future[_Reply] = loop.create_future()
-        child.pending = ready
-        try:
-            # Wrapping a pipe descriptor does not block; the transport closes it.
-            pipe = open(read_fd, "rb", buffering=0)  # noqa: ASYNC230, SIM115
-        except BaseException:
-            os.close(read_fd)
-            raise
-        child.reader_task = self._spawn_task(self._read_replies(child, pipe))
-        child.watch_task = self._spawn_task(self._watch(child))
-        try:
-            reply = await asyncio.wait_for(ready, START_TIMEOUT)
-            if not (isinstance(reply, dict) and reply.get("ready") == proc.pid):
-                raise RuntimeError(f"unexpected first message from the python child: {reply!r}")
-        except BaseException as exc:
-            child.kill_reason = "start-up failed"
-            reap = self._discard(child)
-            try:
-                await asyncio.shield(reap)
-                output = child.read_output(4000).strip()
-            finally:
-                child.busy = False
-                child.close_output_if_unused()
-            if isinstance(exc, TimeoutError):
-                raise RuntimeError(f"the python child did not start in {START_TIMEOUT}s: {output}") from None
-            if isinstance(exc, Exception):
-                raise RuntimeError(f"the python child failed to start: {exc}; output: {output}") from exc
-            raise
-        child.pending = None
-        child.busy = False
-        return child
-
-    async def _read_replies(self, child: _Child, pipe: Any) -> None:
-        loop = asyncio.get_running_loop()
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(child.reader), pipe)
-        child.reply_transport = transport
-        reader = child.reader
-        try:
-            while True:
-                (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-                message = json.loads(await reader.readexactly(size))
-                if not isinstance(message, dict):
-                    raise ValueError("a reply is not a JSON object")
-                child.resolve(message)
-        except asyncio.IncompleteReadError:
-            pass  # EOF: the child exited (or closed its end)
-        except (ValueError, OSError) as exc:
-            log.error("python child %d: bad reply (%s); killing it", child.pid, exc)
-        finally:
-            transport.close()
-        # No more replies can come: a live child is useless.
-        if not child.exited.is_set():
-            child.kill_reason = child.kill_reason or "its reply pipe closed"
-            child.signal(signal.SIGKILL)
-
-    async def _watch(self, child: _Child) -> None:
-        returncode = await child.proc.wait()
-        # A reply written just before exiting is still in the pipe: let the reader take it first.
-        if child.reader_task is not None:
-            await asyncio.wait({child.reader_task}, timeout=_DRAIN_AFTER_EXIT)
-        if child.reply_transport is not None:
-            child.reply_transport.close()
-        child.returncode = returncode
-        child.exited.set()
-        child.resolve(_Exited(returncode))
-        if child in self._children:
-            log.warning("python child %d %s", child.pid, _describe_exit(returncode))
-        self._discard(child)
-
-    def _discard(self, child: _Child, *, graceful: bool = False) -> asyncio.Task[None]:
-        """Take ``child`` out of the pool (starting a replacement) and stop it; idempotent."""
-        if child in self._children:
-            self._children.discard(child)
-            if not self._closed:
-                self._spawn_task(self._replace())
-        if child.reap_task is None:
-            child.reap_task = self._spawn_task(self._reap(child, graceful))
-        return child.reap_task
-
-    async def _reap(self, child: _Child, graceful: bool) -> None:
-        try:
-            if graceful and not child.exited.is_set() and child.proc.stdin is not None:
-                child.proc.stdin.close()  # EOF: the child exits after its current task
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(child.exited.wait(), self._kill_grace)
-            if not child.exited.is_set():
-                child.signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(child.exited.wait(), self._kill_grace)
-                except TimeoutError:
-                    child.signal(signal.SIGKILL)
-                    try:
-                        await asyncio.wait_for(child.exited.wait(), _KILL_WAIT)
-                    except TimeoutError:
-                        log.error("python child %d did not die after SIGKILL", child.pid)
-            child.signal(signal.SIGKILL)  # whatever the task left running in the child's group
-            if child.proc.stdin is not None:
-                child.proc.stdin.close()
-            if self._reaper is not None:
-                self._reaper.forget(child.pid)
-        finally:
-            # Runs as a task: it is done only after this returns, so close the output in a callback.
-            asyncio.get_running_loop().call_soon(child.close_output_if_unused)
-
-    async def _replace(self) -> None:
-        delay = 0.5
-        while not self._closed:
-            try:
-                child = await self._spawn()
-            except Exception as exc:
-                log.error("python pool: cannot start a replacement child (retrying in %.1fs): %s", delay, exc)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closed_event.wait(), delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            if self._closed:
-                child.kill_reason = "the pool was closed"
-                self._discard(child, graceful=True)
-            else:
-                self._children.add(child)
-                self._idle.put_nowait(child)
-            return

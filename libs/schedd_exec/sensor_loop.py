@@ -25,8 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from schedd.v1 import resources_pb2 as pb
-from schedd.v1 import worker_pb2
+from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_exec.outcome import Outcome
 
 Poke = Callable[[worker_pb2.Assignment], Awaitable[Outcome]]

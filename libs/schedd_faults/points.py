@@ -15,6 +15,8 @@ so of several processes sharing the directory exactly one fires) and, before act
 
 What this is not: a way to configure behaviour in production. Points cost nothing when the
 environment variable is unset, and an unarmed point costs one failed ``rename`` system call.
+Arming is the tests' side and lives with the test harness (``schedd_devstack.faults.arm``), which
+production installs do not have.
 """
 
 from __future__ import annotations
@@ -69,14 +71,3 @@ class FaultPoints:
             raise InjectedFault(f"fault injected at {point}")
         else:
             raise ValueError(f"unknown fault action {action!r} at {point}")
-
-
-def arm(directory: str | os.PathLike[str], point: str, action: str) -> Path:
-    """Arm ``point`` in ``directory`` with ``action`` (for tests); returns the marker path that
-    appears once the point fires."""
-    path = Path(directory)
-    path.mkdir(parents=True, exist_ok=True)
-    staging = path / f".{point}.arming"
-    staging.write_text(action)
-    os.rename(staging, path / point)
-    return path / f"{point}.hit"

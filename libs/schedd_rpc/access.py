@@ -36,8 +36,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from schedd_auth import principal as principals
-from schedd_auth import roles
+from schedd_auth import principal as principals, roles
 from schedd_auth.audit import AuditRecord
 from schedd_auth.principal import ANONYMOUS, Principal
 from schedd_auth.tokens import Token, parse

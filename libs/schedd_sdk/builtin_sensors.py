@@ -32,8 +32,7 @@ from zoneinfo import ZoneInfo
 
 import grpc
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.sensors import sensor

@@ -36,8 +36,7 @@ from schedd_core.backfill_plan import (
 )
 from schedd_core.states import BackfillState, RunState, RunType, TaskState
 from schedd_core.timetables import DataInterval
-from schedd_store import channels
-from schedd_store import statements as sql
+from schedd_store import channels, statements as sql
 from schedd_store.fence import FencedConnection
 from schedd_store.run_versions import move_to_current_version, refresh_options
 from schedd_store.schedules import NewRun, create_interval_runs

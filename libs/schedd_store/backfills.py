@@ -22,8 +22,7 @@ from schedd_core.errors import AlreadyExists, FailedPrecondition, NotFound, quot
 from schedd_core.request_key import RequestKey
 from schedd_core.states import BackfillState
 from schedd_faults import FaultPoints
-from schedd_store import control
-from schedd_store import statements as sql
+from schedd_store import control, statements as sql
 from schedd_store.records import BackfillProgress, BackfillRecord
 from schedd_store.requests import claim_request, constraint_error, record_resource
 

@@ -31,8 +31,7 @@ from schedd_core.graph import DagGraph
 from schedd_core.request_key import RequestKey
 from schedd_core.states import RUN_FINISHED, WAITING_TO_RUN, RunState, TaskState, allowed_task_sources
 from schedd_faults import FaultPoints
-from schedd_store import channels, run_versions, schedules
-from schedd_store import statements as sql
+from schedd_store import channels, run_versions, schedules, statements as sql
 from schedd_store.instance_lookup import missing_instance
 from schedd_store.instance_selection import keys_in_order, to_clear, to_reevaluate
 from schedd_store.records import parse_spec

@@ -12,8 +12,7 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import NotFound, quote
 from schedd_core.request_key import RequestKey
 from schedd_core.spec import canonical, version_hash
-from schedd_store import schedules
-from schedd_store import statements as sql
+from schedd_store import schedules, statements as sql
 from schedd_store.records import DagRecord, parse_spec
 from schedd_store.requests import claim_request, record_resource
 

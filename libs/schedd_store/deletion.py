@@ -14,8 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from schedd_core.errors import FailedPrecondition, NotFound, quote
 from schedd_core.request_key import RequestKey
 from schedd_core.states import RunState
-from schedd_store import channels, control
-from schedd_store import statements as sql
+from schedd_store import channels, control, statements as sql
 from schedd_store.records import parse_spec
 from schedd_store.requests import earlier_outcome, record_outcome
 

@@ -27,10 +27,8 @@ from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import TaskState, WorkerState
-from schedd_store import channels
-from schedd_store import statements as sql
-from schedd_store.report_status import ReportStatus as ReportStatus
-from schedd_store.report_status import recorded_outcomes, report_status
+from schedd_store import channels, statements as sql
+from schedd_store.report_status import ReportStatus as ReportStatus, recorded_outcomes, report_status
 from schedd_store.reports import AttemptResult as AttemptResult
 from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
 

@@ -9,8 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd_core.errors import InvalidArgument
 from schedd_core.limits import MAX_CONCURRENCY
 from schedd_core.spec import check_id
-from schedd_store import channels
-from schedd_store import statements as sql
+from schedd_store import channels, statements as sql
 
 
 async def pool_sizes(engine: AsyncEngine) -> dict[str, int]:

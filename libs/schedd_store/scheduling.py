@@ -23,8 +23,7 @@ from schedd_core.planner import RunPlan
 from schedd_core.retry import retry_delay
 from schedd_core.sensor_wait import waits_for_poke
 from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
-from schedd_store import channels
-from schedd_store import statements as sql
+from schedd_store import channels, statements as sql
 from schedd_store.admission import admit_ready
 from schedd_store.fence import FencedConnection
 from schedd_store.planning_reads import PlanningRun

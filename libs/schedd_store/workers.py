@@ -9,8 +9,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import NotFound, quote
-from schedd_store import channels
-from schedd_store import statements as sql
+from schedd_store import channels, statements as sql
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ from rich.table import Table
 
 from schedctl import output
 from schedctl.cli import EXIT_REJECTED, OutputOption, app, call, collect, fail, show, state, use_format
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 
 tokens_app = typer.Typer(help="Create, list and revoke bearer tokens (admin).", no_args_is_help=True)
 audit_app = typer.Typer(help="Read the audit log (admin).", no_args_is_help=True)

@@ -21,8 +21,7 @@ from schedctl.cli import (
     use_format,
 )
 from schedctl.runs import parse_conf
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_rpc import convert
 
 backfill_app = typer.Typer(

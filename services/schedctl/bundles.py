@@ -22,8 +22,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.bundle_archive import BundleError
 from schedd_exec.bundle_pack import PackedBundle, import_root, pack
 

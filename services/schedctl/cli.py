@@ -16,8 +16,7 @@ from rich.markup import escape
 
 from schedctl import contexts, output
 from schedctl.client import ApiClient
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_core.limits import MAX_PAGE_SIZE
 from schedd_rpc.tls import ClientTLS

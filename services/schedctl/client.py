@@ -7,8 +7,7 @@ from typing import TypeVar
 
 import grpc
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_rpc.tls import ClientTLS, token_metadata
 
 T = TypeVar("T")

@@ -24,8 +24,7 @@ import grpc
 from schedctl import bundles
 from schedctl.cli import report, state
 from schedctl.specfile import load_each
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_exec.bundle_pack import PackedBundle
 
 #: Answers of a validating RegisterDag that reject one spec (the others may still be fine).

@@ -24,8 +24,7 @@ from schedctl.cli import (
 )
 from schedctl.specfile import SpecFileError
 from schedctl.versions import pick_version, print_diff, unified
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.bundle_archive import BundleError
 
 dags_app = typer.Typer(help="Register and inspect DAGs.", no_args_is_help=True)

@@ -19,8 +19,7 @@ from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from schedctl.cli import EXIT_REJECTED, call, fail, state
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 
 #: The smallest step of a timestamp the api stores: a closed range ends this much before midnight.
 _RESOLUTION = timedelta(microseconds=1)

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from schedd.v1 import resources_pb2 as pb
-from schedd.v1 import worker_pb2
+from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_core.graph import DagGraph
 from schedd_core.mapping import UNMAPPED, instance_key, split_key
 from schedd_core.planner import RunPlan, TaskSnapshot, plan_run

@@ -23,8 +23,7 @@ from rich.table import Table
 
 from schedctl.documents import plain_numbers
 from schedctl.instance_rows import LeftOut, Summary, key_of, table_rows
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 
 #: Wide enough that no column is cut when the output goes to a file or a pipe.
 _UNBOUNDED = 100_000

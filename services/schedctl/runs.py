@@ -33,8 +33,7 @@ from schedctl.cli import (
     use_format,
     wide,
 )
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_core.limits import MAX_VALUE_DEPTH, check_conf_bytes
 from schedd_rpc import convert

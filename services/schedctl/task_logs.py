@@ -22,8 +22,7 @@ import typer
 from schedctl import output
 from schedctl.cli import EXIT_RUN_FAILED, call, report, resolved_run_name, run_name, state
 from schedctl.instance_rows import key_of
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.limits import MAX_LOG_READ_BYTES
 from schedd_core.log_lines import StampRemover
 

@@ -29,8 +29,7 @@ from schedctl.cli import (
 )
 from schedctl.task_keys import MapIndexesOption, MapIndexOption, task_key, task_keys
 from schedctl.task_logs import print_task_logs
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_rpc import convert
 
 tasks_app = typer.Typer(help="Inspect task instances.", no_args_is_help=True)

@@ -16,8 +16,7 @@ import yaml
 from schedctl import output
 from schedctl.cli import EXIT_NOT_FOUND, EXIT_REJECTED, fail, report, state
 from schedctl.documents import spec_document
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 
 
 def spec_text(spec: pb.DagSpec) -> list[str]:

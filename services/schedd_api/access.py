@@ -6,8 +6,7 @@ from __future__ import annotations
 import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_api.paging import keyset_token, page_size
 from schedd_auth import principal
 from schedd_auth.audit import AuditRecord

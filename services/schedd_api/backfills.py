@@ -16,8 +16,7 @@ from schedd_core.schedule_plan import ScheduleState, upcoming_intervals
 from schedd_core.timetable_spec import timetable_of
 from schedd_core.timetables import DataInterval
 from schedd_rpc import convert
-from schedd_store import backfills, schedules
-from schedd_store import dags as dag_store
+from schedd_store import backfills, dags as dag_store, schedules
 from schedd_store.backfills import BackfillOptions
 from schedd_store.records import BackfillRecord
 

@@ -6,8 +6,7 @@ import grpc
 from google.protobuf import empty_pb2
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_api import backfills, cluster, translate
 from schedd_api.paging import keyset_token, page, page_size
 from schedd_coord.client import EtcdClient
@@ -15,10 +14,7 @@ from schedd_core.clock import Clock
 from schedd_faults import FaultPoints
 from schedd_rpc import names
 from schedd_rpc.request_keys import request_key
-from schedd_store import backfills as backfill_store
-from schedd_store import deletion
-from schedd_store import pools as pool_store
-from schedd_store import workers as worker_store
+from schedd_store import backfills as backfill_store, deletion, pools as pool_store, workers as worker_store
 from schedd_store.observe import schema_revision
 
 

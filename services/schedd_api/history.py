@@ -19,13 +19,11 @@ from pathlib import PurePosixPath
 import grpc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.bundle_archive import check_archive
 from schedd_core.errors import InvalidArgument, NotFound, quote
 from schedd_rpc import convert, names
-from schedd_store import attempts, bundles
-from schedd_store import dags as dag_store
+from schedd_store import attempts, bundles, dags as dag_store
 
 MAX_FILE_CONTENT_BYTES = 256 * 1024
 MAX_CONTENT_BYTES = 2 * 1024 * 1024

@@ -10,8 +10,7 @@ import grpc
 from google.protobuf import empty_pb2
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_api import backfills, dags, runs, translate
 from schedd_api.history import AttemptsMixin, VersionFilesMixin
 from schedd_api.log_stream import follow_logs
@@ -24,10 +23,14 @@ from schedd_core.states import RUN_FINISHED, RunState, TaskState
 from schedd_faults import FaultPoints
 from schedd_rpc import convert, names
 from schedd_rpc.request_keys import request_key
-from schedd_store import control, deletion, explaining
-from schedd_store import dags as dag_store
-from schedd_store import logs as log_store
-from schedd_store import runs as run_store
+from schedd_store import (
+    control,
+    dags as dag_store,
+    deletion,
+    explaining,
+    logs as log_store,
+    runs as run_store,
+)
 from schedd_store.logs import LogSlice
 
 

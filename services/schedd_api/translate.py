@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_coord.election import LeaderInfo
 from schedd_core.timetables import DataInterval
 from schedd_rpc import convert, names

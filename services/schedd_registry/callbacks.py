@@ -20,8 +20,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd.v1 import resources_pb2 as pb
-from schedd.v1 import worker_pb2
+from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_core.backoff import Backoff
 from schedd_registry.dispatcher import Dispatcher
 from schedd_rpc import convert

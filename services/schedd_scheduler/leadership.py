@@ -133,6 +133,18 @@ class Replica:
         self._metrics.is_leader.set(1)
         self._metrics.elections.inc()
         log.info("leading with token %d", token)
+        loop, work = self._start_term(token, lease)
+        timing = asyncio.create_task(self._record_failover(loop))
+        try:
+            outcome = await _first(work, lease.lost, stop)
+        finally:
+            timing.cancel()
+            self._sweeper = self._schedules = self._backfills = None
+        await self._end_term(token, outcome, loop, work, lease, stop)
+
+    def _start_term(self, token: int, lease: KeptLease) -> tuple[SchedulingLoop, asyncio.Task[None]]:
+        """Build the term's fence and its workers (the scheduling loop, the lost-attempt sweeper, the
+        timers, the housekeeper) and start them as one task."""
         fence = Fence(
             self._engine,
             token,
@@ -188,12 +200,20 @@ class Replica:
             ),
             name="leader-work",
         )
-        timing = asyncio.create_task(self._record_failover(loop))
-        try:
-            outcome = await _first(work, lease.lost, stop)
-        finally:
-            timing.cancel()
-            self._sweeper = self._schedules = self._backfills = None
+        return loop, work
+
+    async def _end_term(
+        self,
+        token: int,
+        outcome: object,
+        loop: SchedulingLoop,
+        work: asyncio.Task[None],
+        lease: KeptLease,
+        stop: asyncio.Event,
+    ) -> None:
+        """End the term as ``outcome`` says: at once when the lease is lost (fail-stop), after the
+        current pass (bounded) when asked to stop, else after the work ended (fenced out, lease
+        expired); resign in etcd except after a lost lease."""
         if outcome is lease.lost:
             log.warning("term %d: lease no longer trusted; stopping at once (fail-stop)", token)
             work.cancel()

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import socket
+from dataclasses import dataclass
 
 import typer
 
@@ -155,6 +156,43 @@ def cli(
     Logs: ``SCHEDD_LOG_FORMAT`` (``text`` or ``json``); tracing: the standard ``OTEL_*`` variables.
     """
     setup_telemetry("schedd-scheduler", log_level)
+    # The parameters of this function are exactly the fields of SchedulerOptions.
+    config = scheduler_config(SchedulerOptions(**locals()))
+    protect_secrets("schedd-scheduler", SECRET_VARIABLES, SECRET_FLAGS)
+    try:
+        asyncio.run(serve(config))
+    except Unavailable as exc:
+        typer.echo(f"schedd-scheduler: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    """The options of ``schedd-scheduler`` as given (flags or environment), before they are checked."""
+
+    database_url: str
+    etcd_endpoints: str
+    identity: str
+    lease_ttl: int
+    renew_deadline: float
+    retry_period: float
+    metrics_listen: str
+    zombie_threshold: float
+    executor: str
+    parallelism: int
+    task_database_url: str
+    retain_runs: float
+    retain_logs: float
+    retain_audit: float
+    retain_records: float
+    max_map_length: int
+    task_user: str
+    log_level: str
+
+
+def scheduler_config(options: SchedulerOptions) -> SchedulerConfig:
+    """The replica's configuration from its options; typer.BadParameter for one that does not hold."""
+    executor = options.executor
     try:
         ExecutorKind(executor)
     except ValueError:
@@ -162,42 +200,39 @@ def cli(
             f"--executor must be distributed, local or sequential, not {executor!r}"
         ) from None
     try:
-        timing = LeaseTiming(ttl=lease_ttl, renew_deadline=renew_deadline, retry_period=retry_period)
+        timing = LeaseTiming(
+            ttl=options.lease_ttl, renew_deadline=options.renew_deadline, retry_period=options.retry_period
+        )
         etcd_auth = read_etcd_auth(os.environ)
         task_environment = (
-            TaskEnvironment.for_runner(os.environ, task_user) if executor != "distributed" else None
+            TaskEnvironment.for_runner(os.environ, options.task_user) if executor != "distributed" else None
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    config = SchedulerConfig(
-        database_url=database_url,
-        etcd_endpoints=etcd_endpoints,
+    records = options.retain_records * DAY
+    return SchedulerConfig(
+        database_url=options.database_url,
+        etcd_endpoints=options.etcd_endpoints,
         etcd_auth=etcd_auth,
-        identity=identity or f"{socket.gethostname()}-{os.getpid()}",
+        identity=options.identity or f"{socket.gethostname()}-{os.getpid()}",
         lease=timing,
-        metrics_listen=metrics_listen,
-        zombie_threshold=zombie_threshold,
+        metrics_listen=options.metrics_listen,
+        zombie_threshold=options.zombie_threshold,
         executor=executor,
-        parallelism=parallelism,
-        task_database_url=task_database_url,
+        parallelism=options.parallelism,
+        task_database_url=options.task_database_url,
         task_environment=task_environment,
-        max_map_length=max_map_length,
+        max_map_length=options.max_map_length,
         retention=Retention(
-            runs=retain_runs * DAY,
-            logs=retain_logs * DAY,
-            passes=retain_records * DAY,
-            outbox=retain_records * DAY,
-            requests=retain_records * DAY,
-            workers=retain_records * DAY,
-            audit=retain_audit * DAY,
+            runs=options.retain_runs * DAY,
+            logs=options.retain_logs * DAY,
+            passes=records,
+            outbox=records,
+            requests=records,
+            workers=records,
+            audit=options.retain_audit * DAY,
         ),
     )
-    protect_secrets("schedd-scheduler", SECRET_VARIABLES, SECRET_FLAGS)
-    try:
-        asyncio.run(serve(config))
-    except Unavailable as exc:
-        typer.echo(f"schedd-scheduler: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 def main() -> None:

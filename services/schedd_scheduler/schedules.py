@@ -41,8 +41,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd_core.backoff import Backoff
 from schedd_core.clock import Clock, SystemClock
 from schedd_core.errors import FencedOut, LeaseExpired, ScheddError
-from schedd_core.schedule_plan import ScheduleState as PlanningState
-from schedd_core.schedule_plan import plan_schedule
+from schedd_core.schedule_plan import ScheduleState as PlanningState, plan_schedule
 from schedd_core.states import RunType
 from schedd_core.timetable_spec import timetable_of
 from schedd_faults import FaultPoints

@@ -15,8 +15,7 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_rpc.tls import ClientTLS, token_metadata
 
 #: Seconds a unary call may take.

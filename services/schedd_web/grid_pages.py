@@ -14,8 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web.api import Api
 
 #: Runs a page shows unless ``?runs=`` says otherwise, and at most.

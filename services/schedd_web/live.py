@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web.api import Api, ApiError
 from schedd_web.metrics import WebMetrics
 

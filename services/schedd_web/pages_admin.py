@@ -17,8 +17,7 @@ from __future__ import annotations
 import grpc
 from aiohttp import web
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web.api import ApiError
 from schedd_web.base import API, render
 from schedd_web.pools_form import quoted

@@ -8,8 +8,7 @@ import secrets
 
 from aiohttp import web
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web import backfill_form
 from schedd_web.api import ApiError
 from schedd_web.backfill_form import BackfillForm

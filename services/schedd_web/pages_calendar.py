@@ -14,8 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from aiohttp import web
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web import calendar_days
 from schedd_web.base import API, render
 from schedd_web.security import require_session

@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta
 from aiohttp import web
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.limits import MAX_ID_CHARS
 from schedd_web import forms, present
 from schedd_web.api import ApiError

@@ -10,8 +10,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web import grid, grid_pages, present, run_history, shapes
 from schedd_web.base import API, HUB, render, render_text
 from schedd_web.live import FINAL_RUN_STATES, wait_any

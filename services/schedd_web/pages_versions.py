@@ -13,8 +13,7 @@ import asyncio
 
 from aiohttp import web
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web import version_diff
 from schedd_web.base import API, render
 from schedd_web.security import require_session

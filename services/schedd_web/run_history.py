@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web import estimates
 from schedd_web.api import ApiError
 from schedd_web.base import API

@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web import present
 from schedd_web.estimates import Estimate
 from schedd_web.grid import topological

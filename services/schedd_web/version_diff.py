@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from google.protobuf import json_format
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.jsonvalues import integral_numbers
 
 #: Lines of one diff shown at most.

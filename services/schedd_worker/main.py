@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -160,40 +161,72 @@ def cli(
     """
     refuse_secret_flags("schedd-worker", {"--task-database-url": "SCHEDD_TASK_DATABASE_URL"})
     setup_telemetry("schedd-worker", log_level)
-    hostname = socket.gethostname()
-    with_lease = bool(etcd_endpoints)
-    grace = default_kill_grace(lease_ttl, with_lease) if kill_grace is None else kill_grace
-    check_kill_grace(grace, lease_ttl, with_lease)
-    try:
-        etcd_auth = read_etcd_auth(os.environ)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    config = WorkerConfig(
-        registries=parse_registries(registry),
-        worker_id=worker_id or f"{hostname}-{os.getpid()}",
-        hostname=hostname,
-        incarnation=uuid.uuid4().hex,
-        queues=tuple(q.strip() for q in queues.split(",") if q.strip()),
-        capacity=capacity,
-        etcd_endpoints=etcd_endpoints,
-        etcd_auth=etcd_auth,
-        lease_ttl=lease_ttl,
-        kill_grace=grace,
-        drain_grace=drain_grace,
-        python_workers=python_workers,
-        task_database_url=task_database_url,
-        token=read_token(token_file),
-        tls=client_tls(tls_ca, tls_cert, tls_key),
-        metrics_listen=metrics_listen,
-        bundle_cache_dir=bundle_cache_dir,
-        bundle_cache_bytes=bundle_cache_mib * 1024 * 1024,
-        task_environment=task_environment(task_user),
-    )
+    # The parameters of this function are exactly the fields of WorkerOptions.
+    config = worker_config(WorkerOptions(**locals()))
     try:
         asyncio.run(serve(config))
     except (EtcdAuthFailed, BundleCacheUnsafe) as exc:
         typer.echo(f"schedd-worker: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The options of ``schedd-worker`` as given (flags or environment), before they are checked."""
+
+    registry: str
+    worker_id: str
+    queues: str
+    capacity: int
+    etcd_endpoints: str
+    lease_ttl: int
+    kill_grace: float | None
+    drain_grace: float
+    python_workers: int
+    task_database_url: str
+    token_file: str
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+    metrics_listen: str
+    bundle_cache_dir: str
+    bundle_cache_mib: int
+    task_user: str
+    log_level: str
+
+
+def worker_config(options: WorkerOptions) -> WorkerConfig:
+    """The worker's configuration from its options; typer.BadParameter for one that does not hold."""
+    hostname = socket.gethostname()
+    with_lease = bool(options.etcd_endpoints)
+    lease_ttl = options.lease_ttl
+    grace = default_kill_grace(lease_ttl, with_lease) if options.kill_grace is None else options.kill_grace
+    check_kill_grace(grace, lease_ttl, with_lease)
+    try:
+        etcd_auth = read_etcd_auth(os.environ)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return WorkerConfig(
+        registries=parse_registries(options.registry),
+        worker_id=options.worker_id or f"{hostname}-{os.getpid()}",
+        hostname=hostname,
+        incarnation=uuid.uuid4().hex,
+        queues=tuple(q.strip() for q in options.queues.split(",") if q.strip()),
+        capacity=options.capacity,
+        etcd_endpoints=options.etcd_endpoints,
+        etcd_auth=etcd_auth,
+        lease_ttl=lease_ttl,
+        kill_grace=grace,
+        drain_grace=options.drain_grace,
+        python_workers=options.python_workers,
+        task_database_url=options.task_database_url,
+        token=read_token(options.token_file),
+        tls=client_tls(options.tls_ca, options.tls_cert, options.tls_key),
+        metrics_listen=options.metrics_listen,
+        bundle_cache_dir=options.bundle_cache_dir,
+        bundle_cache_bytes=options.bundle_cache_mib * 1024 * 1024,
+        task_environment=task_environment(options.task_user),
+    )
 
 
 def read_token(token_file: str) -> str:

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from schedd_devstack.faults import arm
 from schedd_devstack.services import Cluster, ServiceProcess
-from schedd_faults.points import arm
 from tests.benchmarks.common import register, schedctl
 from tests.benchmarks.workloads import chain_spec
 

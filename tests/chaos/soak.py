@@ -23,8 +23,8 @@ from pathlib import Path
 import yaml
 
 from schedd_devstack import LocalEtcd, LocalPostgres
+from schedd_devstack.faults import arm
 from schedd_devstack.services import Cluster, ServiceProcess
-from schedd_faults.points import arm
 from tests.chaos.invariants import FenceWatch, check_all, marked_dag, wait_settled
 from tests.fixtures.services import schedctl
 

@@ -14,10 +14,9 @@ import grpc
 import pytest
 import yaml
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
+from schedd_devstack.faults import arm
 from schedd_devstack.services import Cluster
-from schedd_faults.points import arm
 from tests.chaos.invariants import marked_dag, read_marks
 from tests.fixtures.services import schedctl as run_schedctl
 from tests.polling import wait_until

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from schedd_devstack.faults import arm
 from schedd_devstack.services import Cluster
-from schedd_faults.points import arm
 from tests.chaos.invariants import FenceWatch, attempts_per_task, check_all, marked_dag, wait_settled
 from tests.fixtures.services import schedctl as run_schedctl
 from tests.fixtures.tcp_proxy import TcpProxy

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from schedd_devstack.faults import arm
 from schedd_devstack.services import Cluster, ServiceProcess
-from schedd_faults.points import arm
 from tests.chaos.invariants import FenceWatch, check_all, marked_dag, wait_settled
 from tests.fixtures.services import schedctl as run_schedctl
 from tests.polling import wait_until

@@ -13,10 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from schedd_faults.points import arm
+from schedd_devstack.faults import arm
 from tests.chaos.invariants import FenceWatch, check_passes_in_token_order, wait_settled
-from tests.chaos.test_leader_faults import LIVENESS, MakeCluster, process_state, register, schedctl
-from tests.chaos.test_leader_faults import make_cluster as make_cluster  # the fixture
+from tests.chaos.test_leader_faults import (
+    LIVENESS,
+    MakeCluster,
+    make_cluster as make_cluster,  # the fixture
+    process_state,
+    register,
+    schedctl,
+)
 from tests.e2e.test_mapping import fan_out_spec
 from tests.polling import wait_until
 

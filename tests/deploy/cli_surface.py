@@ -27,8 +27,6 @@ import typer
 import typer.main
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Commands for developing schedd, not part of the image.
-DEVELOPMENT_ONLY = frozenset({"schedd-devstack"})
 #: Variables read by libraries rather than by schedd's code: OpenTelemetry's SDK reads OTEL_*,
 #: the PostgreSQL driver PGPASSWORD (the deployments keep the password out of the URL).
 LIBRARY_PREFIXES = ("OTEL_",)
@@ -92,7 +90,8 @@ def scripts() -> dict[str, str]:
 
 
 def image_scripts() -> set[str]:
-    return set(scripts()) - DEVELOPMENT_ONLY
+    """The commands of the image: every one of schedd's (the development stack's are devtools')."""
+    return set(scripts())
 
 
 def _click_command(module_name: str) -> Any:

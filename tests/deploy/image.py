@@ -1,6 +1,6 @@
 """Checks of the Dockerfile against the project: the image installs and verifies every command of
-``[project.scripts]`` (less the development stack), runs as a non-root user under tini, and keeps
-build tools out of its final stage. Each check returns the problems it found.
+``[project.scripts]`` (the development stack's is devtools', not schedd's), runs as a non-root user
+under tini, and keeps build tools out of its final stage. Each check returns the problems it found.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ engine in CI; these checks read the Dockerfile.)"""
 
 from __future__ import annotations
 
+import tomllib
+
 from tests.deploy import sources
 from tests.deploy.cli_surface import ROOT
 from tests.deploy.image import check_dockerfile
@@ -28,3 +30,18 @@ def test_the_build_context_holds_only_what_the_wheel_needs() -> None:
     }
     admitted = {line.removeprefix("!").rstrip("/") for line in lines if line.startswith("!")}
     assert copied <= admitted, f"the Dockerfile copies {copied - admitted}, which .dockerignore leaves out"
+
+
+def test_the_development_stack_stays_out_of_the_wheel_and_the_image() -> None:
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        project = tomllib.load(f)
+    where = project["tool"]["setuptools"]["packages"]["find"]["where"]
+    packaged = {path.parent.name for folder in where for path in (ROOT / folder).glob("*/__init__.py")}
+    harness = {path.parent.name for path in (ROOT / "devtools").glob("*/__init__.py")}
+    assert harness, "devtools/ holds no package"
+    assert not packaged & harness, f"schedd's wheel would ship {sorted(packaged & harness)}"
+    scripts = project["project"]["scripts"].values()
+    modules = {target.partition(":")[0].partition(".")[0] for target in scripts}
+    assert not modules & harness, f"schedd's commands run {sorted(modules & harness)}"
+    admitted = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line.startswith("!")]
+    assert not [line for line in admitted if "devtools" in line], "the image's build context admits devtools/"

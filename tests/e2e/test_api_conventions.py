@@ -16,8 +16,8 @@ from google.rpc import error_details_pb2  # type: ignore[import-untyped]
 from grpc_status import rpc_status  # type: ignore[import-untyped]
 
 from schedd.v1 import api_pb2, api_pb2_grpc
+from schedd_devstack.faults import arm
 from schedd_devstack.services import Cluster
-from schedd_faults.points import arm
 from tests.fixtures.services import schedctl
 
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from schedd_devstack.faults import arm
 from schedd_devstack.services import Cluster, ServiceProcess
-from schedd_faults.points import arm
-from tests.fixtures.services import RunningCluster
-from tests.fixtures.services import schedctl as run_schedctl
+from tests.fixtures.services import RunningCluster, schedctl as run_schedctl
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e]

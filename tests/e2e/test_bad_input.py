@@ -23,8 +23,7 @@ import pytest
 import yaml
 from google.protobuf import json_format
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_devstack.ports import free_port
 from tests.fixtures.services import RunningCluster, schedctl
 

@@ -17,8 +17,7 @@ import grpc
 import pytest
 
 from schedctl.bundles import PIECE_BYTES
-from schedd.v1 import api_pb2, api_pb2_grpc, worker_pb2, worker_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb, worker_pb2, worker_pb2_grpc
 from schedd_core.limits import MAX_ARCHIVE_BYTES
 from schedd_devstack import LocalEtcd
 from schedd_devstack.services import Cluster

@@ -18,8 +18,7 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from tests.e2e.test_semantics import NEVER, Env, gated, pid_alive, semantics_env, sh
 
 pytestmark = pytest.mark.e2e

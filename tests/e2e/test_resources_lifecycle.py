@@ -11,8 +11,7 @@ from typing import Any
 import grpc
 import pytest
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_rpc import convert
 from tests.fixtures.services import RunningCluster
 

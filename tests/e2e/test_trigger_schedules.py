@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fixtures.services import RunningCluster
-from tests.fixtures.services import schedctl as run_schedctl
+from tests.fixtures.services import RunningCluster, schedctl as run_schedctl
 from tests.polling import wait_until
 
 pytestmark = [pytest.mark.e2e]

@@ -14,8 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from tests.fixtures.services import RunningCluster
 
 pytestmark = pytest.mark.e2e

@@ -12,8 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_api import backfills as backfill_api
-from schedd_api import dags as dag_api
+from schedd_api import backfills as backfill_api, dags as dag_api
 from schedd_core.clock import FakeClock
 from schedd_core.errors import AlreadyExists, FailedPrecondition, FencedOut
 from schedd_rpc import convert

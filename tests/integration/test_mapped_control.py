@@ -15,8 +15,7 @@ from google.protobuf import struct_pb2
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_api.servicer import RunServicer
 from schedd_core.clock import SystemClock
 from schedd_core.errors import InvalidArgument, NotFound

@@ -14,8 +14,7 @@ import pytest
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd_store import dags, runs
-from schedd_store import statements as sql
+from schedd_store import dags, runs, statements as sql
 
 from .helpers import spec
 

@@ -16,14 +16,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_api import backfills as backfill_api
-from schedd_api import dags as dag_api
+from schedd_api import backfills as backfill_api, dags as dag_api
 from schedd_core.clock import FakeClock
 from schedd_core.errors import InvalidArgument
 from schedd_core.timetable_spec import timetable_of

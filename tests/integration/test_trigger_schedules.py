@@ -18,14 +18,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_api import backfills as backfill_api
-from schedd_api import dags as dag_api
+from schedd_api import backfills as backfill_api, dags as dag_api
 from schedd_core.clock import FakeClock
 from schedd_rpc import convert
 from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.schedules import ScheduleTimer
-from schedd_store import control, schedules
-from schedd_store import dags as dag_store
+from schedd_store import control, dags as dag_store, schedules
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
 

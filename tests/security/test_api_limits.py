@@ -14,8 +14,7 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_devstack.services import Cluster
 from tests.fixtures.services import cluster_on_own_database
 from tests.polling import wait_until

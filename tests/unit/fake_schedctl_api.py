@@ -20,8 +20,7 @@ from typer.testing import CliRunner, Result
 
 import schedctl.main  # noqa: F401  (registers every command)
 from schedctl.cli import app
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_rpc import convert
 
 LATEST = "dags/fan/runs/r2"

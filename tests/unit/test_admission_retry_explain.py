@@ -7,8 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.admission import Candidate, Capacity, admit

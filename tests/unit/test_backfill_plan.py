@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.admission import Candidate, Capacity, admit

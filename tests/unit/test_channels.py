@@ -5,8 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from schedd_store import channels
 from schedd_store.channels import MAX_PAYLOAD, decode_ids, encode_ids

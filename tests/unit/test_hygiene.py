@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_rpc import convert
 from schedd_rpc.hygiene import check_message

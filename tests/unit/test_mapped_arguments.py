@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from schedd.v1 import resources_pb2 as pb
-from schedd.v1 import worker_pb2
+from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_core.arguments import ArgumentError
 from schedd_core.mapped_arguments import resolve_mapped_arguments
 from schedd_exec.executor import AttemptExecutor

@@ -4,8 +4,7 @@ never fails an attempt over before that (``schedd_core.permits``, ``schedd_coord
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from schedd_coord.lease import LeaseDeadline, LeaseTiming
 from schedd_core.clock import FakeClock

@@ -13,8 +13,7 @@ import pytest
 
 import schedctl.main  # noqa: F401  (registers every command)
 from schedctl.cli import EXIT_REJECTED
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from tests.unit.fake_schedctl_api import FakeApi, invoke, serve
 
 RUN = "dags/fan/runs/r1"

@@ -17,8 +17,7 @@ import yaml
 from google.protobuf import json_format
 
 from schedctl.cli import EXIT_REJECTED
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_devstack import run_local
 from tests.unit.fake_schedctl_api import FakeApi, invoke, serve
 

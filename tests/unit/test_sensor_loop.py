@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedd.v1 import resources_pb2 as pb
-from schedd.v1 import worker_pb2
+from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_exec.outcome import Outcome
 from schedd_exec.sensor_loop import BadVerdict, parse_verdict, poke_until_done
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 import schedctl.main  # noqa: F401  (registers every command)

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument, ScheddError, quote

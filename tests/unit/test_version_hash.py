@@ -9,8 +9,7 @@ from collections.abc import Callable
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.struct_pb2 import Struct
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.spec import canonical, version_hash

@@ -8,8 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_web import calendar_days, estimates, shapes, version_diff
 
 TODAY = date(2026, 3, 4)  # a Wednesday

@@ -18,8 +18,7 @@ from google.protobuf import json_format
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from schedd.v1 import api_pb2, api_pb2_grpc
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_rpc.tls import token_metadata
 from tests.bundles import bundle_archive
 from tests.web.browsing import assert_same_page, click_to_load, mark_page, shot, sign_in, text_of, wait

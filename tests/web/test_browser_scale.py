@@ -16,8 +16,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
-from schedd.v1 import api_pb2
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import api_pb2, resources_pb2 as pb
 from tests.web.browsing import WAIT_SECONDS, assert_same_page, click_to_load, mark_page, shot, sign_in, wait
 from tests.web.conftest import WebStack
 

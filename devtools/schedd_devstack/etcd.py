@@ -3,8 +3,8 @@
 :class:`LocalEtcd` owns one etcd process with its data in ``base_dir/etcd``.
 Guarantees while :attr:`LocalEtcd.running`:
 
-* client and peer URLs are plain HTTP on 127.0.0.1, on ports from the ephemeral
-  range; the member has answered ``/health`` with ``"health": "true"``, so it
+* client and peer URLs are plain HTTP on 127.0.0.1, on ports picked by
+  ``schedd_devstack.ports``; the member has answered ``/health`` with ``"health": "true"``, so it
   has elected itself leader and serves reads and writes;
 * heartbeat and election timing are etcd's defaults (100 ms / 1000 ms), so
   lease and leader-election behaviour matches a real deployment;

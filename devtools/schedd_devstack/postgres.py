@@ -3,7 +3,7 @@
 :class:`LocalPostgres` owns one cluster under ``base_dir/pgdata`` and one
 ``postgres`` process. Guarantees while :attr:`LocalPostgres.running`:
 
-* it listens on 127.0.0.1 only, on a port chosen from the ephemeral range (never
+* it listens on 127.0.0.1 only, on a port picked by ``schedd_devstack.ports`` (never
   5432), plus a Unix socket in the data directory (or in a short temporary
   directory when that path is too long for a socket name);
 * every local and loopback connection logs in with a password (``scram-sha-256``,
@@ -29,23 +29,16 @@ cannot traverse gets the matching execute bit added, with a warning logged.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
-import pwd
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import unquote, urlsplit, urlunsplit
-
-import asyncpg  # type: ignore[import-untyped, unused-ignore]  # no stubs; not in the mypy overrides
 
 from schedd_devstack._process import (
     child_env,
@@ -58,11 +51,34 @@ from schedd_devstack._process import (
     unregister_running,
 )
 from schedd_devstack.binaries import DevstackError, find_postgres_bindir
-from schedd_devstack.pg_auth import owner_password, serves_other_rules, set_owner_password, task_password
+from schedd_devstack.pg_account import Account, ensure_traversable, service_account
+from schedd_devstack.pg_auth import owner_password, serves_other_rules, set_owner_password
+from schedd_devstack.pg_databases import (
+    DATABASE,
+    SUPERUSER,
+    TASK_ROLE,
+    asyncpg_dsn,
+    create_database,
+    drop_database,
+    ensure_task_role,
+    with_database,
+)
+from schedd_devstack.pg_ready import ServerExited, wait_ready
 from schedd_devstack.ports import LOCALHOST, free_port, port_is_free
 
-SUPERUSER = "schedd"
-DATABASE = "schedd"
+# The database helpers are pg_databases'; named here too, where the tests and the stack import them.
+__all__ = [
+    "DATABASE",
+    "SUPERUSER",
+    "TASK_ROLE",
+    "LocalPostgres",
+    "asyncpg_dsn",
+    "create_database",
+    "drop_database",
+    "ensure_task_role",
+    "with_database",
+]
+
 MAX_CONNECTIONS = 200
 
 _LOG = logging.getLogger(__name__)
@@ -75,143 +91,8 @@ _INITDB_TIMEOUT = 120.0
 _ABORT_TIMEOUT = 10.0  # graceful stop of a server or initdb whose start-up failed or was interrupted
 
 
-@dataclass(frozen=True)
-class _Account:
-    """The unprivileged system user the server runs as when we are root."""
-
-    name: str
-    uid: int
-    gid: int
-
-
 class _PortTaken(Exception):
     """The postmaster exited because its port was grabbed between probe and bind."""
-
-
-def _service_account() -> _Account:
-    for name in ("postgres", "schedd"):
-        try:
-            entry = pwd.getpwnam(name)
-        except KeyError:
-            continue
-        return _Account(name, entry.pw_uid, entry.pw_gid)
-    useradd = shutil.which("useradd")
-    if useradd is None:
-        raise DevstackError(
-            "running as root, PostgreSQL needs an unprivileged user, and neither `postgres` nor `schedd` "
-            "exists; `useradd` is not available to create `schedd`"
-        )
-    result = subprocess.run(
-        [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "schedd"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise DevstackError(f"useradd schedd failed: {result.stderr.strip()}")
-    entry = pwd.getpwnam("schedd")
-    return _Account("schedd", entry.pw_uid, entry.pw_gid)
-
-
-def _ensure_traversable(path: Path, account: _Account) -> None:
-    """Add the execute bit ``account`` needs on ``path`` and on each of its ancestors."""
-    for directory in (path, *path.parents):
-        st = directory.stat()
-        if st.st_uid == account.uid:
-            bit = stat.S_IXUSR
-        elif st.st_gid == account.gid:
-            bit = stat.S_IXGRP
-        else:
-            bit = stat.S_IXOTH
-        if not st.st_mode & bit:
-            _LOG.warning("making %s traversable for user %s (adding an execute bit)", directory, account.name)
-            os.chmod(directory, stat.S_IMODE(st.st_mode) | bit)
-
-
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def asyncpg_dsn(url: str) -> str:
-    """Turn a SQLAlchemy URL (``postgresql+asyncpg://...``) into a DSN asyncpg and libpq accept."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        raise ValueError(f"not a database URL: {url!r}")
-    if scheme.split("+", 1)[0] in ("postgresql", "postgres"):
-        return f"postgresql://{rest}"
-    raise ValueError(f"not a PostgreSQL URL: {url!r}")
-
-
-def with_database(url: str, database: str) -> str:
-    """The same URL (scheme, user, host, query kept) naming another database."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{database}"))
-
-
-def create_database(url: str, name: str) -> None:
-    """Create the empty database ``name`` on the server ``url`` points at (sync; any thread).
-
-    The connecting user needs CREATEDB. Fails if the database exists.
-    """
-
-    async def create() -> None:
-        conn = await asyncpg.connect(asyncpg_dsn(url))
-        try:
-            await conn.execute(f"CREATE DATABASE {_quote_ident(name)}")
-        finally:
-            await conn.close()
-
-    run_coroutine_sync(create)
-
-
-def drop_database(url: str, name: str) -> None:
-    """Drop database ``name`` on the server ``url`` points at, disconnecting its sessions (PG 13+).
-
-    Does nothing if it does not exist. ``url`` must name another database.
-    """
-
-    async def drop() -> None:
-        conn = await asyncpg.connect(asyncpg_dsn(url))
-        try:
-            await conn.execute(f"DROP DATABASE IF EXISTS {_quote_ident(name)} WITH (FORCE)")
-        finally:
-            await conn.close()
-
-    run_coroutine_sync(drop)
-
-
-#: The login role transactional task code runs as in a local stack: a member of ``schedd_tasks``
-#: (migration 0008), so it may commit its attempt and nothing else of schedd's.
-TASK_ROLE = "schedd_task_runner"
-
-
-def ensure_task_role(url: str) -> str:
-    """Create the local task login role (a member of ``schedd_tasks``) if missing, and return ``url``
-    as that role. The database at ``url`` must be migrated; the connecting user needs CREATEROLE.
-
-    When ``url`` carries a password, the role's password is set to the one derived from it
-    (``schedd_devstack.pg_auth.task_password``) and the URL returned carries that one, never the
-    owner's; without one, the role gets no password (the server's own rules decide its logins)."""
-    parts = urlsplit(url)
-    password = task_password(unquote(parts.password), TASK_ROLE) if parts.password else None
-
-    async def ensure() -> None:
-        conn = await asyncpg.connect(asyncpg_dsn(url))
-        try:
-            await conn.execute(
-                "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
-                f"'{TASK_ROLE}') THEN CREATE ROLE {TASK_ROLE} LOGIN IN ROLE schedd_tasks; END IF; END $$"
-            )
-            if password is not None:  # hex digits: nothing to quote
-                await conn.execute(f"ALTER ROLE {TASK_ROLE} WITH PASSWORD '{password}'")
-        finally:
-            await conn.close()
-
-    run_coroutine_sync(ensure)
-    host = parts.netloc.rpartition("@")[2]
-    login = TASK_ROLE if password is None else f"{TASK_ROLE}:{password}"
-    return urlunsplit(parts._replace(netloc=f"{login}@{host}"))
 
 
 class LocalPostgres:
@@ -299,10 +180,10 @@ class LocalPostgres:
         self._base_dir = base_dir
         data_dir = self.data_dir
 
-        account = _service_account() if os.geteuid() == 0 else None
+        account = service_account() if os.geteuid() == 0 else None
         if account is not None:
-            _ensure_traversable(base_dir, account)
-            _ensure_traversable(bindir, account)
+            ensure_traversable(base_dir, account)
+            ensure_traversable(bindir, account)
             data_dir.mkdir(mode=0o700, exist_ok=True)
             os.chown(data_dir, account.uid, account.gid)
         made = not (data_dir / "PG_VERSION").exists()
@@ -369,7 +250,7 @@ class LocalPostgres:
             self._temp_socket_dir = None
 
     @staticmethod
-    def _spawn(cmd: list[str], log: BinaryIO, account: _Account | None) -> subprocess.Popen[bytes]:
+    def _spawn(cmd: list[str], log: BinaryIO, account: Account | None) -> subprocess.Popen[bytes]:
         """Start ``cmd`` in its own session, output to ``log``, as ``account`` when given."""
         return subprocess.Popen(
             cmd,
@@ -384,7 +265,7 @@ class LocalPostgres:
             extra_groups=None if account is None else [],
         )
 
-    def _initdb(self, bindir: Path, data_dir: Path, account: _Account | None, *, durable: bool) -> None:
+    def _initdb(self, bindir: Path, data_dir: Path, account: Account | None, *, durable: bool) -> None:
         cmd = [
             str(bindir / "initdb"),
             "-D",
@@ -416,7 +297,7 @@ class LocalPostgres:
                 f"{read_tail(self.log_path, offset)}"
             )
 
-    def _socket_dir(self, data_dir: Path, account: _Account | None) -> Path:
+    def _socket_dir(self, data_dir: Path, account: Account | None) -> Path:
         if len(str(data_dir)) <= _MAX_SOCKET_DIR_LEN:
             return data_dir
         socket_dir = Path(tempfile.mkdtemp(prefix="schedd-pgsock-"))
@@ -437,7 +318,7 @@ class LocalPostgres:
         data_dir: Path,
         socket_dir: Path,
         port: int,
-        account: _Account | None,
+        account: Account | None,
         durable: bool,
         deadline: float,
     ) -> None:
@@ -461,8 +342,8 @@ class LocalPostgres:
         self._proc = proc
         register_running(self, self.stop)
         try:
-            run_coroutine_sync(lambda: _wait_ready(proc, port, data_dir, self._password, deadline))
-        except _ServerExited as exc:
+            run_coroutine_sync(lambda: wait_ready(proc, port, data_dir, self._password, deadline))
+        except ServerExited as exc:
             tail = read_tail(self.log_path, offset)
             self._forget_process()
             if any(marker in tail for marker in _BIND_FAILURE_MARKERS):
@@ -482,50 +363,8 @@ class LocalPostgres:
             raise
 
 
-class _ServerExited(Exception):
-    def __init__(self, returncode: int) -> None:
-        super().__init__(f"exit code {returncode}")
-        self.returncode = returncode
-
-
 def _guc_list_item(value: str) -> str:
     """Quote one element of a comma-separated GUC list if it needs it."""
     if any(c in value for c in ', \t"'):
         return '"' + value.replace('"', '""') + '"'
     return value
-
-
-async def _wait_ready(
-    proc: subprocess.Popen[bytes], port: int, data_dir: Path, password: str, deadline: float
-) -> None:
-    """Poll until the server we started accepts TCP connections, then make sure ``schedd`` exists."""
-    last_error: BaseException | None = None
-    while True:
-        if proc.poll() is not None:
-            raise _ServerExited(proc.returncode)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise DevstackError(f"PostgreSQL did not accept connections in time (last error: {last_error!r})")
-        try:
-            conn = await asyncpg.connect(
-                host=LOCALHOST,
-                port=port,
-                user=SUPERUSER,
-                password=password,
-                database="postgres",
-                ssl=False,
-                timeout=min(2.0, remaining),
-            )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            last_error = exc
-            await asyncio.sleep(0.05)
-            continue
-        try:
-            served = await conn.fetchval("SHOW data_directory")
-            if served != str(data_dir):  # data_dir is resolved, and postgres reports the -D path as given
-                raise DevstackError(f"port {port} is served by another PostgreSQL (data directory {served})")
-            if not await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE):
-                await conn.execute(f"CREATE DATABASE {_quote_ident(DATABASE)}")
-        finally:
-            await conn.close()
-        return

@@ -4,7 +4,7 @@
 (``--initial-cluster``), each with its data in ``base_dir/<member name>`` and its output in
 ``base_dir/<member name>.log``. Guarantees once :meth:`LocalEtcdCluster.start` returns:
 
-* every member serves plain HTTP on 127.0.0.1, client and peer ports from the ephemeral range;
+* every member serves plain HTTP on 127.0.0.1, client and peer ports picked by ``ports``;
 * every member has answered ``/health`` with ``"health": "true"``: the members elected a raft
   leader and each serves reads and writes;
 * heartbeat and election timing are etcd's defaults (100 ms / 1000 ms), as in a deployment, so

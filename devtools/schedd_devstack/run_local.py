@@ -217,66 +217,11 @@ def run(
         began = time.monotonic()
         stack.start()
         _ok(f"PostgreSQL on port {stack.postgres.port}, etcd at {stack.etcd.endpoint} ({_since(began)})")
-
-        log_dir = stack.base_dir / "logs"
-        api_port = DEFAULT_API_PORT if port_is_free(DEFAULT_API_PORT) else None
-        cluster = Cluster(
-            stack.postgres.url,
-            stack.etcd.endpoint,
-            log_dir,
-            schedulers=schedulers,
-            workers=workers,
-            api_port=api_port,
-            auth=True,
-            etcd_credentials=stack.etcd.credentials,
-            dags_paused_at_creation=True,
-            web=True,
-            web_port=DEFAULT_WEB_PORT if port_is_free(DEFAULT_WEB_PORT) else None,
-        )
-        _step("migrating the database")
-        began = time.monotonic()
-        cluster.migrate()
-        _ok(f"schema at head ({_since(began)})")
-
-        services = f"{_plural(schedulers, 'scheduler')}, {_plural(workers, 'worker')}"
-        _step(f"starting the api, the registry, {services} and the web UI")
-        began = time.monotonic()
-        cluster.start(migrate=False)
-        # schedctl, run by the steps below, reads its token from the environment.
-        os.environ["SCHEDCTL_TOKEN"] = cluster.admin_token
-        write_secret(stack.base_dir / "admin-token", cluster.admin_token + "\n")
-        leader = cluster.leader()
-        _ok(
-            f"api at {cluster.api_address}, registry at {cluster.registry_address}, "
-            f"leader {leader.name if leader else '?'}, workers {', '.join(cluster.workers) or '-'}, "
-            f"web UI at {cluster.web_url} "
-            f"({_since(began)})"
-        )
-
-        examples = _examples_dir()
-        _step(f"registering the examples in {examples}")
-        registered = register_examples(cluster.api_address, examples)
-        if "diamond" not in registered:
-            raise StepFailed(f"{examples}/diamond.yaml is missing; it is the example run at start-up")
-
-        _step("triggering diamond and waiting for it")
-        if workers == 0:
-            console.print("    [yellow]no workers: skipping the run[/yellow]")
-        else:
-            trigger_diamond(cluster.api_address)
-
-        _print_usage(cluster, stack, log_dir)
-        drained: set[str] = set()
-        while not stop_requested.wait(_POLL_SECONDS):
-            dead, dead_servers = cluster.dead(), stack.dead()
-            for proc in [p for p in dead if p.name in cluster.workers and p.returncode == 0]:
-                # A drained worker (schedctl workers drain) exits 0 once its tasks are done.
-                if proc.name not in drained:
-                    console.print(f"    worker {proc.name} drained and exited; the rest keeps running")
-                    drained.add(proc.name)
-            dead = [p for p in dead if p.name not in drained]
-            if dead or dead_servers:
-                raise StepFailed(_describe_dead(dead, dead_servers) + "\nstopping everything")
+        cluster = _make_cluster(stack, schedulers, workers)
+        _start_cluster(cluster, stack, schedulers, workers)
+        _run_examples(cluster, workers)
+        _print_usage(cluster, stack, cluster.log_dir)
+        _watch(cluster, stack, stop_requested)
     except _StopRequested as exc:
         console.print(f"\nreceived {exc}; stopping")
     except (StepFailed, DevstackError) as exc:
@@ -297,6 +242,77 @@ def run(
                 signal.signal(sig, handler)
     console.print("stopped" if exit_code == 0 else "stopped after an error")
     raise typer.Exit(exit_code)
+
+
+def _make_cluster(stack: DevStack, schedulers: int, workers: int) -> Cluster:
+    """The services on the stack's servers, with authentication, on the default ports when free."""
+    return Cluster(
+        stack.postgres.url,
+        stack.etcd.endpoint,
+        stack.base_dir / "logs",
+        schedulers=schedulers,
+        workers=workers,
+        api_port=DEFAULT_API_PORT if port_is_free(DEFAULT_API_PORT) else None,
+        auth=True,
+        etcd_credentials=stack.etcd.credentials,
+        dags_paused_at_creation=True,
+        web=True,
+        web_port=DEFAULT_WEB_PORT if port_is_free(DEFAULT_WEB_PORT) else None,
+    )
+
+
+def _start_cluster(cluster: Cluster, stack: DevStack, schedulers: int, workers: int) -> None:
+    """Migrate, start every service, and keep the admin token (the environment and a 0600 file)."""
+    _step("migrating the database")
+    began = time.monotonic()
+    cluster.migrate()
+    _ok(f"schema at head ({_since(began)})")
+
+    services = f"{_plural(schedulers, 'scheduler')}, {_plural(workers, 'worker')}"
+    _step(f"starting the api, the registry, {services} and the web UI")
+    began = time.monotonic()
+    cluster.start(migrate=False)
+    # schedctl, run by the steps below, reads its token from the environment.
+    os.environ["SCHEDCTL_TOKEN"] = cluster.admin_token
+    write_secret(stack.base_dir / "admin-token", cluster.admin_token + "\n")
+    leader = cluster.leader()
+    _ok(
+        f"api at {cluster.api_address}, registry at {cluster.registry_address}, "
+        f"leader {leader.name if leader else '?'}, workers {', '.join(cluster.workers) or '-'}, "
+        f"web UI at {cluster.web_url} "
+        f"({_since(began)})"
+    )
+
+
+def _run_examples(cluster: Cluster, workers: int) -> None:
+    """Register the examples and, with workers, run ``diamond`` to its end."""
+    examples = _examples_dir()
+    _step(f"registering the examples in {examples}")
+    registered = register_examples(cluster.api_address, examples)
+    if "diamond" not in registered:
+        raise StepFailed(f"{examples}/diamond.yaml is missing; it is the example run at start-up")
+
+    _step("triggering diamond and waiting for it")
+    if workers == 0:
+        console.print("    [yellow]no workers: skipping the run[/yellow]")
+    else:
+        trigger_diamond(cluster.api_address)
+
+
+def _watch(cluster: Cluster, stack: DevStack, stop_requested: threading.Event) -> None:
+    """Return when a stop is requested; raise StepFailed when a process exits on its own (a worker
+    that drained and exited 0 is reported once and let go)."""
+    drained: set[str] = set()
+    while not stop_requested.wait(_POLL_SECONDS):
+        dead, dead_servers = cluster.dead(), stack.dead()
+        for proc in [p for p in dead if p.name in cluster.workers and p.returncode == 0]:
+            # A drained worker (schedctl workers drain) exits 0 once its tasks are done.
+            if proc.name not in drained:
+                console.print(f"    worker {proc.name} drained and exited; the rest keeps running")
+                drained.add(proc.name)
+        dead = [p for p in dead if p.name not in drained]
+        if dead or dead_servers:
+            raise StepFailed(_describe_dead(dead, dead_servers) + "\nstopping everything")
 
 
 def _since(began: float) -> str:
