@@ -1,70 +1,37 @@
 """The scheduler's writes, always inside a fenced transaction (see ``fence.py``).
 
-``planning_reads`` locks the runs to evaluate and reads their task states;
-``apply_plans`` admits ready task instances under pools and limits and writes
-every decision of the pass with guarded statements, then wakes the registries.
-A guarded statement that changes fewer rows than planned raises
-:class:`IllegalTransition`, which rolls the whole transaction back: either every
-decision of a pass lands or none does.
+``planning_reads`` locks the runs to evaluate and reads their task states; :func:`apply_plans`
+admits the ready task instances under pools and limits (``admission``), has the pure
+:func:`schedd_core.pass_writes.decide_writes` turn plans and admissions into writes, and
+:func:`apply_writes` makes them, then wakes the registries.
+
+Every guarded statement is checked against the rows it was meant to change: a shortfall means the
+state moved under the pass (another writer changed a row between the pass's read and its write, or
+the decision named a row it did not read) and raises :class:`IllegalTransition`, naming the
+statement and the rows, which rolls the whole transaction back: either every decision of a pass
+lands or none does. The leader then plans those runs again from fresh state.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from schedd_core.admission import Candidate
 from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
-from schedd_core.mapping import split_key, task_of
-from schedd_core.planner import RunPlan
-from schedd_core.retry import retry_delay
-from schedd_core.sensor_wait import waits_for_poke
-from schedd_core.states import RunState, TaskState, allowed_run_sources, allowed_task_sources
+from schedd_core.pass_plan import PlannedRun
+from schedd_core.pass_writes import PassOutcome, PassWrites, decide_writes, ready_candidates
+from schedd_core.states import TaskState, allowed_run_sources, allowed_task_sources
 from schedd_store import channels, statements as sql
 from schedd_store.admission import admit_ready
 from schedd_store.fence import FencedConnection
-from schedd_store.planning_reads import PlanningRun
-
-
-@dataclass
-class PassOutcome:
-    queued: int = 0
-    #: Runs that finished in the pass, and their DAGs.
-    finished_runs: set[int] = field(default_factory=set)
-    finished_dags: set[str] = field(default_factory=set)
-    #: DAGs with max_active_runs whose runs (not a backfill's) finished in the pass, with how many: as
-    #: many of their queued runs may start now.
-    freed_runs: dict[str, int] = field(default_factory=dict)
-    #: Backfills with a run that finished in the pass: they may make their next runs.
-    finished_backfills: set[int] = field(default_factory=set)
-    #: The pass set a retry time or started a run with a timeout: the deadline timer must look again.
-    deadlines_changed: bool = False
-    #: The task instances the pass wrote (created included), by run (also runs it did not evaluate,
-    #: whose waiting task instances it admitted): the leader reads them again before it plans their
-    #: runs next.
-    written: dict[int, set[int]] = field(default_factory=dict)
-    #: Runs in which the pass expanded a mapped task (removed its placeholder): the leader reads them
-    #: in full next time.
-    expanded_runs: set[int] = field(default_factory=set)
-
-
-@dataclass
-class _Ready:
-    """A task instance ready to run: existing (ti_id > 0) or about to be created (ti_id < 0)."""
-
-    candidate: Candidate
-    run: PlanningRun
-    task_id: str
-    new: bool
 
 
 async def apply_plans(
     conn: FencedConnection,
     token: int,
-    plans: Sequence[tuple[PlanningRun, DagGraph, RunPlan]],
+    plans: Sequence[PlannedRun],
     *,
     graph_of: Callable[[int], DagGraph] | None = None,
     load_graphs: Callable[[FencedConnection, set[int]], Any] | None = None,
@@ -74,249 +41,159 @@ async def apply_plans(
 
     ``graph_of(version_id)`` gives the graph of task instances waiting in other runs (for their
     DAG and task limits); ``load_graphs(conn, version_ids)`` makes sure those are available.
+    Every pass admits, even with nothing newly ready: the runs it evaluates may have freed pool
+    slots or limits that task instances of other runs wait for.
     """
-    rng = rng or random.Random()
-    outcome = PassOutcome()
-    ready: list[_Ready] = []
-    next_new_key = -1
-    graphs_by_dag: dict[str, DagGraph] = {}
-    for run, graph, plan in plans:
-        graphs_by_dag[run.dag_id] = graph
-        new = set(plan.to_create)
-        for tid in plan.to_queue:
-            node = graph.nodes[task_of(tid)]
-            key = run.ti_ids.get(tid)
-            if key is None:
-                key, next_new_key = next_new_key, next_new_key - 1
-            assert run.logical_date is not None
-            ready.append(
-                _Ready(
-                    Candidate(
-                        ti_id=key,
-                        dag_id=run.dag_id,
-                        task_id=node.task_id,
-                        pool=node.pool,
-                        pool_slots=node.pool_slots,
-                        priority=node.priority_weight,
-                        logical_date=run.logical_date,
-                        backfill=run.backfill_id is not None,
-                    ),
-                    run,
-                    tid,
-                    tid in new,
-                )
-            )
-
-    # Every pass admits, even with nothing newly ready: the runs it evaluates may have freed pool slots
-    # or limits that task instances of other runs wait for.
+    ready = ready_candidates(plans)
+    graphs_by_dag = {p.run.dag_id: p.graph for p in plans}
     admitted, waiting_run = await admit_ready(
         conn, [r.candidate for r in ready], graphs_by_dag, graph_of, load_graphs
     )
-    admitted_keys = {c.ti_id for c in admitted}
+    writes = decide_writes(plans, ready, admitted, waiting_run, (rng or random.Random()).random)
+    return await apply_writes(conn, token, writes)
 
-    creates: dict[str, list[object]] = {
-        k: []
-        for k in (
-            "run_pks",
-            "task_ids",
-            "map_indexes",
-            "states",
-            "max_tries",
-            "weights",
-            "pools",
-            "slots",
-            "queues",
-            "branches",
-            "events",
+
+async def apply_writes(conn: FencedConnection, token: int, writes: PassWrites) -> PassOutcome:
+    """Make the writes of one pass, in their order, checking every guarded statement's row count
+    (a shortfall raises :class:`IllegalTransition`; the caller's transaction then rolls back).
+    Returns ``writes.outcome``, completed with what only the writes tell: the task instances queued
+    and the ids of those created."""
+    outcome = writes.outcome
+    if writes.remove:
+        rows = (await conn.execute(sql.REMOVE_PLACEHOLDERS, {"ids": writes.remove})).all()
+        _expect("remove the placeholders of task instances", writes.remove, rows)
+    created, queues = await _create(conn, token, writes)
+    await _finish_unrun(conn, token, writes, created)
+    if writes.retries:
+        ids = [r.ti_id for r in writes.retries]
+        params = {"ids": ids, "delays": [r.delay for r in writes.retries], "token": token}
+        _expect(
+            "set the retry times of task instances",
+            ids,
+            (await conn.execute(sql.SET_RETRY_TIMES, params)).all(),
         )
-    }
-    to_queue: list[int] = [c.ti_id for c in admitted if c.ti_id > 0]
-    to_schedule: list[int] = [
-        r.candidate.ti_id
-        for r in ready
-        if not r.new
-        and r.candidate.ti_id not in admitted_keys
-        and r.run.tasks[r.task_id].state is not TaskState.SCHEDULED
-    ]
-    to_skip: list[int] = []
-    to_upstream_failed: list[int] = []
-    to_fail: list[int] = []
-    #: (run pk, task instance key, error): instances created by the pass are found by key after it.
-    fail_unrun: list[tuple[int, str, str]] = []
-    to_remove: list[int] = []
-    retry_ids: list[int] = []
-    retry_delays: list[float] = []
-    started: list[int] = []
-    finished: list[tuple[int, RunState]] = []
-    run_events: list[tuple[str, int, str]] = []
-    ready_new = {(r.run.pk, r.task_id): r.candidate.ti_id for r in ready if r.new}
-
-    for run, graph, plan in plans:
-        if any(waits_for_poke(snap) for snap in run.tasks.values()):
-            outcome.deadlines_changed = True  # a sensor's next poke: the deadline timer must look again
-        new = set(plan.to_create)
-        first_state = {tid: TaskState.SKIPPED for tid in plan.to_skip if tid in new}
-        first_state |= {tid: TaskState.UPSTREAM_FAILED for tid in plan.to_upstream_failed if tid in new}
-        for tid in plan.to_create:
-            if tid in plan.to_remove:
-                continue  # a mapped task expanded in the pass that made its placeholder
-            task_id, map_index = split_key(tid)
-            node = graph.nodes[task_id]
-            state = first_state.get(tid, TaskState.NONE)
-            key = ready_new.get((run.pk, tid))
-            if key is not None:
-                state = TaskState.QUEUED if key in admitted_keys else TaskState.SCHEDULED
-            creates["run_pks"].append(run.pk)
-            creates["task_ids"].append(task_id)
-            creates["map_indexes"].append(map_index)
-            creates["states"].append(state.value)
-            creates["max_tries"].append(node.max_tries)
-            creates["weights"].append(node.priority_weight)
-            creates["pools"].append(node.pool)
-            creates["slots"].append(node.pool_slots)
-            creates["queues"].append(node.queue)
-            creates["branches"].append(node.branch)
-            creates["events"].append(",".join(node.callback_events))
-        to_skip += [run.ti_ids[t] for t in plan.to_skip if t not in new]
-        to_upstream_failed += [run.ti_ids[t] for t in plan.to_upstream_failed if t not in new]
-        to_fail += [run.ti_ids[t] for t in plan.to_fail]
-        fail_unrun += [(run.pk, t, error) for t, error in plan.to_fail_unrun]
-        if plan.to_remove:
-            to_remove += [run.ti_ids[t] for t in plan.to_remove if t not in new]
-            outcome.expanded_runs.add(run.pk)
-        for tid in plan.to_schedule_retry:
-            failed_try = max(1, run.tries.get(tid, 1))
-            retry_ids.append(run.ti_ids[tid])
-            retry_delays.append(retry_delay(graph.nodes[task_of(tid)].retry, failed_try, rng.random()))
-        if run.state == RunState.QUEUED:
-            started.append(run.pk)
-            if graph.run_timeout:
-                outcome.deadlines_changed = True
-        if plan.run_state is not None:
-            finished.append((run.pk, plan.run_state))
-            outcome.finished_runs.add(run.pk)
-            outcome.finished_dags.add(run.dag_id)
-            if run.backfill_id is not None:
-                outcome.finished_backfills.add(run.backfill_id)
-            elif graph.max_active_runs:
-                outcome.freed_runs[run.dag_id] = outcome.freed_runs.get(run.dag_id, 0) + 1
-            event = "success" if plan.run_state is RunState.SUCCESS else "failure"
-            if event in graph.run_callback_events:
-                run_events.append((event, run.pk, run.dag_id))
-
-    queues: set[str] = set()
-    if to_remove:
-        rows = (await conn.execute(sql.REMOVE_PLACEHOLDERS, {"ids": to_remove})).all()
-        _expect("remove the placeholders of", to_remove, rows)
-    created: dict[tuple[int, str], int] = {}
-    if creates["run_pks"]:
-        rows = (await conn.execute(sql.INSERT_TASK_INSTANCES, {**creates, "token": token})).all()
-        queues |= {r.queue for r in rows if r.state == TaskState.QUEUED}
-        outcome.queued += sum(1 for r in rows if r.state == TaskState.QUEUED)
-        for r in rows:
-            outcome.written.setdefault(r.run_pk, set()).add(r.id)
-            created[(r.run_pk, r.task_key)] = r.id
-    failed_unrun: list[int] = []
-    if fail_unrun:
-        ids_of = {run.pk: run.ti_ids for run, _, _ in plans}
-        failed_unrun = [ids_of[pk].get(key) or created[(pk, key)] for pk, key, _ in fail_unrun]
-        params = {"ids": failed_unrun, "errors": [e[:4000] for _, _, e in fail_unrun], "token": token}
-        _expect("fail", failed_unrun, (await conn.execute(sql.FAIL_UNRUN_TASK_INSTANCES, params)).all())
-    if to_schedule:
-        rows = (
-            await conn.execute(
-                sql.SCHEDULE_TASK_INSTANCES,
-                {"ids": to_schedule, "token": token},
-            )
-        ).all()
-        _expect("schedule", to_schedule, rows)
-    for target, ids in ((TaskState.SKIPPED, to_skip), (TaskState.UPSTREAM_FAILED, to_upstream_failed)):
-        if ids:
-            rows = (
-                await conn.execute(
-                    sql.FINISH_UNRUN_TASK_INSTANCES,
-                    {
-                        "ids": ids,
-                        "target": target.value,
-                        "token": token,
-                        "allowed_from": allowed_task_sources(target),
-                    },
-                )
-            ).all()
-            _expect(target.value, ids, rows)
-    if to_fail:
-        rows = (
-            await conn.execute(
-                sql.FAIL_RUNNING_TASK_INSTANCES,
-                {"ids": to_fail, "token": token, "error": "the run timed out"},
-            )
-        ).all()
-        _expect("fail", to_fail, rows)
-        if any(r.events for r in rows):
-            await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
-    if retry_ids:
-        await conn.execute(sql.SET_RETRY_TIMES, {"ids": retry_ids, "delays": retry_delays, "token": token})
-        outcome.deadlines_changed = True
-    if started:
-        await conn.execute(sql.START_RUNS, {"run_pks": started, "token": token})
-    for pk, run_state in finished:
-        row = (
-            await conn.execute(
-                sql.FINISH_RUN,
-                {
-                    "run_pk": pk,
-                    "target": run_state.value,
-                    "token": token,
-                    "allowed_from": allowed_run_sources(run_state),
-                },
-            )
-        ).first()
-        if row is None:
-            raise IllegalTransition(f"run {pk} could not move to {run_state.value}")
-    if run_events:
-        await conn.execute(
-            sql.RECORD_RUN_EVENTS,
-            {
-                "events": [e for e, _, _ in run_events],
-                "run_pks": [p for _, p, _ in run_events],
-                "dag_ids": [d for _, _, d in run_events],
-            },
-        )
-        await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
-    run_of = {ti: run.pk for run, _, _ in plans for ti in run.ti_ids.values()} | waiting_run
-    run_of |= {ti: pk for (pk, _), ti in created.items()}
-    for ti in (*to_queue, *to_schedule, *to_skip, *to_upstream_failed, *to_fail, *retry_ids, *failed_unrun):
-        outcome.written.setdefault(run_of[ti], set()).add(ti)
-    if to_queue:
+    await _runs(conn, token, writes)
+    if writes.queue:
         # Last, and in one statement with the pass log and the registries' wake-up: the common pass
         # (a task finished, the next one queues) costs one round trip fewer.
-        rows = (
-            await conn.execute(
-                sql.QUEUE_AND_RECORD_PASS,
-                {
-                    "ids": to_queue,
-                    "token": token,
-                    "runs": len(plans),
-                    "queued_before": outcome.queued,
-                    "queues": sorted(queues),
-                },
-            )
-        ).all()
-        _expect("queue", to_queue, rows)
+        params = {
+            "ids": writes.queue,
+            "token": token,
+            "runs": writes.runs,
+            "queued_before": outcome.queued,
+            "queues": sorted(queues),
+        }
+        rows = (await conn.execute(sql.QUEUE_AND_RECORD_PASS, params)).all()
+        _expect("queue task instances", writes.queue, rows)
         outcome.queued += len(rows)
-    elif plans:
-        await conn.execute(
-            sql.RECORD_PASS,
-            {"token": token, "runs": len(plans), "queued": outcome.queued, "queues": sorted(queues)},
-        )
+    elif writes.runs:
+        params = {"token": token, "runs": writes.runs, "queued": outcome.queued, "queues": sorted(queues)}
+        await conn.execute(sql.RECORD_PASS, params)
     return outcome
 
 
-def _expect(action: str, ids: list[int], rows: Sequence[object]) -> None:
+async def _create(
+    conn: FencedConnection, token: int, writes: PassWrites
+) -> tuple[dict[tuple[int, str], int], set[str]]:
+    """Create the pass's new task instances; returns their ids by (run pk, key) and the queues of
+    those created queued (counted in ``writes.outcome``)."""
+    if not writes.create:
+        return {}, set()
+    columns = list(zip(*writes.create, strict=True))
+    params = {
+        "run_pks": columns[0],
+        "task_ids": columns[1],
+        "map_indexes": columns[2],
+        "states": [s.value for s in columns[3]],
+        "max_tries": columns[4],
+        "weights": columns[5],
+        "pools": columns[6],
+        "slots": columns[7],
+        "queues": columns[8],
+        "branches": columns[9],
+        "events": columns[10],
+        "token": token,
+    }
+    rows = (await conn.execute(sql.INSERT_TASK_INSTANCES, params)).all()
+    if len(rows) != len(writes.create):
+        raise IllegalTransition(
+            f"created {len(rows)} of {len(writes.create)} task instances: a run the pass locked is gone"
+        )
+    outcome = writes.outcome
+    created: dict[tuple[int, str], int] = {}
+    queues: set[str] = set()
+    for r in rows:
+        if r.state == TaskState.QUEUED:
+            queues.add(r.queue)
+            outcome.queued += 1
+        outcome.written.setdefault(r.run_pk, set()).add(r.id)
+        created[(r.run_pk, r.task_key)] = r.id
+    return created, queues
+
+
+async def _finish_unrun(
+    conn: FencedConnection, token: int, writes: PassWrites, created: dict[tuple[int, str], int]
+) -> None:
+    """Fail what cannot run, schedule what waits for a slot, skip and mark upstream_failed what will
+    not run, and fail the running attempts of timed-out runs."""
+    if writes.fail_unrun:
+        ids = [f.ti_id or created[(f.run_pk, f.key)] for f in writes.fail_unrun]
+        params = {"ids": ids, "errors": [f.error[:4000] for f in writes.fail_unrun], "token": token}
+        _expect("fail task instances", ids, (await conn.execute(sql.FAIL_UNRUN_TASK_INSTANCES, params)).all())
+    if writes.schedule:
+        params = {"ids": writes.schedule, "token": token}
+        _expect(
+            "schedule task instances",
+            writes.schedule,
+            (await conn.execute(sql.SCHEDULE_TASK_INSTANCES, params)).all(),
+        )
+    for target, ids in (
+        (TaskState.SKIPPED, writes.skip),
+        (TaskState.UPSTREAM_FAILED, writes.upstream_failed),
+    ):
+        if ids:
+            params = {
+                "ids": ids,
+                "target": target.value,
+                "token": token,
+                "allowed_from": allowed_task_sources(target),
+            }
+            rows = (await conn.execute(sql.FINISH_UNRUN_TASK_INSTANCES, params)).all()
+            _expect(f"mark {target.value} task instances", ids, rows)
+    if writes.fail_running:
+        params = {"ids": writes.fail_running, "token": token, "error": "the run timed out"}
+        rows = (await conn.execute(sql.FAIL_RUNNING_TASK_INSTANCES, params)).all()
+        _expect("fail running task instances", writes.fail_running, rows)
+        if any(r.events for r in rows):
+            await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+
+
+async def _runs(conn: FencedConnection, token: int, writes: PassWrites) -> None:
+    """Start the queued runs, finish the finished ones and record their callback events."""
+    if writes.start_runs:
+        rows = (await conn.execute(sql.START_RUNS, {"run_pks": writes.start_runs, "token": token})).all()
+        _expect("start runs", writes.start_runs, rows)
+    for pk, run_state in writes.finish_runs:
+        params = {
+            "run_pk": pk,
+            "target": run_state.value,
+            "token": token,
+            "allowed_from": allowed_run_sources(run_state),
+        }
+        if (await conn.execute(sql.FINISH_RUN, params)).first() is None:
+            raise IllegalTransition(f"cannot finish run {pk} as {run_state.value}: its state changed")
+    if writes.run_events:
+        events, run_pks, dag_ids = (list(c) for c in zip(*writes.run_events, strict=True))
+        await conn.execute(sql.RECORD_RUN_EVENTS, {"events": events, "run_pks": run_pks, "dag_ids": dag_ids})
+        await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+
+
+def _expect(action: str, ids: Sequence[int], rows: Sequence[Any]) -> None:
+    """Raise IllegalTransition unless ``rows`` (each with an ``id``) are exactly as many as ``ids``."""
     if len(rows) != len(ids):
-        moved = {r.id for r in rows}  # type: ignore[attr-defined]
+        moved = {r.id for r in rows}
         missing = [i for i in ids if i not in moved]
-        raise IllegalTransition(f"cannot {action} task instances {missing[:10]}: their state changed")
+        raise IllegalTransition(f"cannot {action} {missing[:10]}: their state changed")
 
 
 async def quarantine_run(conn: FencedConnection, token: int, run_pk: int, error: str) -> bool:

@@ -40,13 +40,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_core import pass_plan
 from schedd_core.backoff import Backoff
-from schedd_core.deadlines import run_timed_out, waits_for_time
+from schedd_core.deadlines import waits_for_time
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
-from schedd_core.graph import DagGraph
 from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
-from schedd_core.planner import MapLengths, RunPlan, plan_run, plan_timeout
-from schedd_core.states import TASK_FINISHED, RunState, TaskState
+from schedd_core.pass_writes import PassOutcome
+from schedd_core.planner import MapLengths
+from schedd_core.states import TASK_FINISHED, TaskState
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pass_spans import PassSpans
@@ -255,92 +256,34 @@ class SchedulingLoop:
 
     async def _pass(
         self, conn: FencedConnection, requests: dict[int, Changes]
-    ) -> tuple[scheduling.PassOutcome, list[planning_reads.PlanningRun], list[int], list[int]]:
+    ) -> tuple[PassOutcome, list[planning_reads.PlanningRun], list[int], list[int]]:
         """Plan and write one pass; returns what it did, the runs it read, the runs to evaluate next
         (queued runs of DAGs whose active runs ended, runs waiting on their past) and the runs that
-        did not fit this pass's budget."""
+        did not fit this pass's budget. The run-level rules are ``schedd_core.pass_plan``'s."""
         loaded, deferred = await self._load(conn, requests) if requests else ([], [])
         await self._versions.load(conn, {r.version_id for r in loaded})
-        runs = sorted(loaded, key=lambda r: (r.logical_date is None, r.logical_date))
-        # A DAG's max_active_runs holds its queued runs back; a backfill's runs are held back by the
-        # backfill's own limit instead (it makes no more than that many at once).
-        limited = sorted(
-            {
-                r.dag_id
-                for r in runs
-                if r.state == RunState.QUEUED
-                and not r.paused
-                and r.backfill_id is None
-                and self._versions.graph(r.version_id).max_active_runs
-            }
-        )
+        graph_of = self._versions.graph
+        limited = pass_plan.limited_dags(loaded, graph_of)
         running = await planning_reads.running_runs(conn, limited) if limited else {}
-        past, released = await self._past(conn, runs)
-        plans = []
-        for run in runs:
-            graph = self._versions.graph(run.version_id)
-            if run.paused:
-                # Nothing of a paused DAG's run starts, but a run whose tasks are all done ends.
-                plan = self._plan(graph, run, past.get(run.pk))
-                if plan.run_state is not None and not plan.to_queue and not plan.to_measure:
-                    plans.append((run, graph, plan))
-                continue
-            if run.state == RunState.QUEUED and run.backfill_id is None and graph.max_active_runs:
-                if running.get(run.dag_id, 0) >= graph.max_active_runs:
-                    continue  # waits until a run of its DAG ends
-                running[run.dag_id] = running.get(run.dag_id, 0) + 1
-            if graph.run_timeout and run.age is not None and run_timed_out(run.age, graph.run_timeout):
-                plan = plan_timeout(graph, run.tasks)
-            else:
-                plan = self._plan(graph, run, past.get(run.pk))
-            plans.append((run, graph, plan))
-        plans = await self._expand(conn, plans, past)
-        plans = [(r, g, p) for r, g, p in plans if not p.empty or r.state == RunState.QUEUED]
+        past, released = await self._past(conn, loaded)
+        planned = pass_plan.plan_runs(
+            loaded, graph_of, running=running, past=past, max_map_length=self._max_map_length
+        )
+        wanted = pass_plan.to_measure(planned)
+        lengths: Mapping[int, MapLengths] = {}
+        if wanted:
+            lengths = await planning_reads.expansion_lengths(conn, wanted)
+            self._faults.hit("scheduling.expanding")  # a test stops a leader between measuring and writing
+        planned = pass_plan.finish_plans(
+            planned, past=past, map_lengths=lengths, max_map_length=self._max_map_length
+        )
         outcome = await scheduling.apply_plans(
-            conn, self._fence.token, plans, graph_of=self._versions.graph, load_graphs=self._versions.load
+            conn, self._fence.token, planned, graph_of=graph_of, load_graphs=self._versions.load
         )
         if any(_waits_for_time(run) for run in loaded):
             outcome.deadlines_changed = True  # e.g. a sensor just rescheduled: the timer must look again
         wake = await planning_reads.queued_runs_to_start(conn, outcome.freed_runs)
         return outcome, loaded, wake + released, deferred
-
-    def _plan(
-        self,
-        graph: DagGraph,
-        run: planning_reads.PlanningRun,
-        past: Mapping[str, TaskState] | None,
-        map_lengths: MapLengths | None = None,
-    ) -> RunPlan:
-        return plan_run(
-            graph,
-            run.tasks,
-            past,
-            focus=run.changed,
-            map_lengths=map_lengths,
-            max_map_length=self._max_map_length,
-        )
-
-    async def _expand(
-        self,
-        conn: FencedConnection,
-        plans: list[tuple[planning_reads.PlanningRun, DagGraph, RunPlan]],
-        past: Mapping[int, Mapping[str, TaskState]],
-    ) -> list[tuple[planning_reads.PlanningRun, DagGraph, RunPlan]]:
-        """Plan again, with the lengths of what they expand over, the runs with mapped tasks ready to
-        expand (one read for all of them)."""
-        wanted = [(run.pk, graph, tid) for run, graph, plan in plans for tid in plan.to_measure]
-        if not wanted:
-            return plans
-        lengths = await planning_reads.expansion_lengths(conn, wanted)
-        self._faults.hit("scheduling.expanding")  # a test stops a leader between measuring and writing
-        return [
-            (
-                run,
-                graph,
-                self._plan(graph, run, past.get(run.pk), lengths[run.pk]) if plan.to_measure else plan,
-            )
-            for run, graph, plan in plans
-        ]
 
     async def _past(
         self, conn: FencedConnection, runs: list[planning_reads.PlanningRun]

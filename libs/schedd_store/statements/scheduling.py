@@ -322,9 +322,10 @@ QUARANTINE_RUN = _guarded(
     ti=(WAITING_TO_RUN, {TaskState.SKIPPED}),
 )
 
+#: Starts queued runs; returns each run started (the pass checks that every run it named did).
 START_RUNS = _guarded(
     "UPDATE dag_runs SET state = 'running', started_at = COALESCE(started_at, now()), fence_token = :token "
-    "WHERE id = ANY(:run_pks) AND state = ANY(:run_sources)",
+    "WHERE id = ANY(:run_pks) AND state = ANY(:run_sources) RETURNING id",
     run=({RunState.QUEUED}, {RunState.RUNNING}),
 )
 
