@@ -73,6 +73,24 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
     ``known_pools`` (pool name -> slots) is given, that every pool exists and has room for each
     task's ``pool_slots``.
     """
+    _check_dag_fields(spec)
+    seen = _check_tasks(spec, dict(known_pools) if known_pools is not None else None)
+    for i, task in enumerate(spec.tasks):
+        _check_task_links(f"spec.tasks[{i}]", task, seen)
+    graph = upstream_map(spec)
+    try:
+        order = list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        cycle = exc.args[1]
+        raise InvalidArgument("spec.tasks", "cycle: " + " -> ".join(cycle)) from None
+    depth = _depth(order, graph)
+    if depth > MAX_DEPTH:
+        raise InvalidArgument("spec.tasks", f"dependency chain of {depth} tasks; the limit is {MAX_DEPTH}")
+
+
+def _check_dag_fields(spec: pb.DagSpec) -> None:
+    """The DAG's own fields: size, id, task count, numeric bounds, description, tags, params,
+    callbacks and schedule."""
     size = spec.ByteSize()
     if size > MAX_SPEC_BYTES:
         raise InvalidArgument("spec", f"is {size} bytes; the limit is {MAX_SPEC_BYTES}")
@@ -97,7 +115,9 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
     _check_callbacks("spec", spec, ("on_failure", "on_success"))
     timetable_of(spec)  # schedule, time zone, start and end dates
 
-    pools = dict(known_pools) if known_pools is not None else None
+
+def _check_tasks(spec: pb.DagSpec, pools: dict[str, int] | None) -> dict[str, int]:
+    """Each task's id (unique), options and command template; the index of each task id."""
     seen: dict[str, int] = {}
     for i, task in enumerate(spec.tasks):
         where = f"spec.tasks[{i}]"
@@ -110,32 +130,26 @@ def validate_spec(spec: pb.DagSpec, *, known_pools: Mapping[str, int] | None = N
         _validate_task_options(where, task, pools)
         if task.HasField("shell"):
             check_template(f"{where}.shell.command", task.shell.command)
+    return seen
 
-    for i, task in enumerate(spec.tasks):
-        for j, up in enumerate(task.upstream):
-            if up not in seen:
-                raise InvalidArgument(f"spec.tasks[{i}].upstream[{j}]", f"unknown task id {up!r}")
-            if up == task.task_id:
-                raise InvalidArgument(f"spec.tasks[{i}].upstream[{j}]", "a task cannot depend on itself")
-        _check_setup_teardown(f"spec.tasks[{i}]", task)
-        check_mapping(f"spec.tasks[{i}]", task)
-        if task.group:
-            check_id(f"spec.tasks[{i}].group", task.group)
-        for ref_field, ref in _result_references(f"spec.tasks[{i}].python", task.python):
-            if ref.task_id not in task.upstream:
-                raise InvalidArgument(
-                    ref_field, f"refers to the result of {ref.task_id!r}, which is not an upstream task"
-                )
 
-    graph = upstream_map(spec)
-    try:
-        order = list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError as exc:
-        cycle = exc.args[1]
-        raise InvalidArgument("spec.tasks", "cycle: " + " -> ".join(cycle)) from None
-    depth = _depth(order, graph)
-    if depth > MAX_DEPTH:
-        raise InvalidArgument("spec.tasks", f"dependency chain of {depth} tasks; the limit is {MAX_DEPTH}")
+def _check_task_links(where: str, task: pb.TaskSpec, seen: Mapping[str, int]) -> None:
+    """A task's upstream ids, setup/teardown flags, mapping, group, and that its arguments refer
+    only to its upstream tasks' results."""
+    for j, up in enumerate(task.upstream):
+        if up not in seen:
+            raise InvalidArgument(f"{where}.upstream[{j}]", f"unknown task id {up!r}")
+        if up == task.task_id:
+            raise InvalidArgument(f"{where}.upstream[{j}]", "a task cannot depend on itself")
+    _check_setup_teardown(where, task)
+    check_mapping(where, task)
+    if task.group:
+        check_id(f"{where}.group", task.group)
+    for ref_field, ref in _result_references(f"{where}.python", task.python):
+        if ref.task_id not in task.upstream:
+            raise InvalidArgument(
+                ref_field, f"refers to the result of {ref.task_id!r}, which is not an upstream task"
+            )
 
 
 def _check_params(field: str, owner: pb.DagSpec | pb.TaskSpec) -> None:

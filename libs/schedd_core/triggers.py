@@ -15,6 +15,7 @@ per rule and upstream state combination.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from schedd.v1 import resources_pb2 as pb
@@ -75,71 +76,113 @@ class UpstreamCounts:
         return self.success + self.failed + self.skipped
 
 
+def _all_success(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.failed:
+        return Verdict.UPSTREAM_FAILED
+    if c.skipped:
+        return Verdict.SKIP
+    return Verdict.READY if c.success == c.total else Verdict.WAIT
+
+
+def _all_failed(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.success or c.skipped:
+        return Verdict.SKIP
+    return Verdict.READY if c.failed == c.total else Verdict.WAIT
+
+
+def _all_done(c: UpstreamCounts, all_done: bool) -> Verdict:
+    return Verdict.READY if all_done else Verdict.WAIT
+
+
+def _one_success(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.success:
+        return Verdict.READY
+    if not all_done:
+        return Verdict.WAIT
+    return Verdict.SKIP if c.skipped == c.total else Verdict.UPSTREAM_FAILED
+
+
+def _one_failed(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.failed:
+        return Verdict.READY
+    return Verdict.SKIP if all_done else Verdict.WAIT
+
+
+def _none_failed(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.failed:
+        return Verdict.UPSTREAM_FAILED
+    return Verdict.READY if all_done else Verdict.WAIT
+
+
+def _none_failed_min_one_success(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.failed:
+        return Verdict.UPSTREAM_FAILED
+    if not all_done:
+        return Verdict.WAIT
+    return Verdict.READY if c.success else Verdict.SKIP
+
+
+def _none_skipped(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.skipped:
+        return Verdict.SKIP
+    return Verdict.READY if all_done else Verdict.WAIT
+
+
+def _one_done(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.success or c.failed - c.upstream_failed:
+        return Verdict.READY
+    return Verdict.SKIP if all_done else Verdict.WAIT
+
+
+def _all_skipped(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.success or c.failed:
+        return Verdict.SKIP
+    return Verdict.READY if c.skipped == c.total else Verdict.WAIT
+
+
+def _all_done_min_one_success(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if c.skipped:
+        return Verdict.SKIP  # Airflow: a skipped upstream is not "done" for this rule
+    if not all_done:
+        return Verdict.WAIT
+    return Verdict.READY if c.success else Verdict.UPSTREAM_FAILED
+
+
+def _all_done_setup_success(c: UpstreamCounts, all_done: bool) -> Verdict:
+    if not all_done:
+        return Verdict.WAIT
+    if c.setups and c.setup_skipped >= c.setups:
+        return Verdict.SKIP
+    if c.setups and not c.setup_success:
+        return Verdict.UPSTREAM_FAILED
+    return Verdict.READY
+
+
+#: Each rule's decision, given the upstream counts and whether every upstream task is done.
+_RULES: dict[TriggerRule, Callable[[UpstreamCounts, bool], Verdict]] = {
+    TriggerRule.ALL_SUCCESS: _all_success,
+    TriggerRule.ALL_FAILED: _all_failed,
+    TriggerRule.ALL_DONE: _all_done,
+    TriggerRule.ONE_SUCCESS: _one_success,
+    TriggerRule.ONE_FAILED: _one_failed,
+    TriggerRule.NONE_FAILED: _none_failed,
+    TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS: _none_failed_min_one_success,
+    TriggerRule.NONE_SKIPPED: _none_skipped,
+    TriggerRule.ONE_DONE: _one_done,
+    TriggerRule.ALL_SKIPPED: _all_skipped,
+    TriggerRule.ALL_DONE_MIN_ONE_SUCCESS: _all_done_min_one_success,
+    TriggerRule.ALL_DONE_SETUP_SUCCESS: _all_done_setup_success,
+}
+
+
 def evaluate(rule: TriggerRule, c: UpstreamCounts) -> Verdict:
     """Decide whether a task with trigger ``rule`` can run given its upstream counts."""
     if c.total == 0 or rule is TriggerRule.ALWAYS:
         return Verdict.READY
-    all_done = c.done == c.total
-    match rule:
-        case TriggerRule.ALL_SUCCESS:
-            if c.failed:
-                return Verdict.UPSTREAM_FAILED
-            if c.skipped:
-                return Verdict.SKIP
-            return Verdict.READY if c.success == c.total else Verdict.WAIT
-        case TriggerRule.ALL_FAILED:
-            if c.success or c.skipped:
-                return Verdict.SKIP
-            return Verdict.READY if c.failed == c.total else Verdict.WAIT
-        case TriggerRule.ALL_DONE:
-            return Verdict.READY if all_done else Verdict.WAIT
-        case TriggerRule.ONE_SUCCESS:
-            if c.success:
-                return Verdict.READY
-            if not all_done:
-                return Verdict.WAIT
-            return Verdict.SKIP if c.skipped == c.total else Verdict.UPSTREAM_FAILED
-        case TriggerRule.ONE_FAILED:
-            if c.failed:
-                return Verdict.READY
-            return Verdict.SKIP if all_done else Verdict.WAIT
-        case TriggerRule.NONE_FAILED:
-            if c.failed:
-                return Verdict.UPSTREAM_FAILED
-            return Verdict.READY if all_done else Verdict.WAIT
-        case TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS:
-            if c.failed:
-                return Verdict.UPSTREAM_FAILED
-            if not all_done:
-                return Verdict.WAIT
-            return Verdict.READY if c.success else Verdict.SKIP
-        case TriggerRule.NONE_SKIPPED:
-            if c.skipped:
-                return Verdict.SKIP
-            return Verdict.READY if all_done else Verdict.WAIT
-        case TriggerRule.ONE_DONE:
-            if c.success or c.failed - c.upstream_failed:
-                return Verdict.READY
-            return Verdict.SKIP if all_done else Verdict.WAIT
-        case TriggerRule.ALL_SKIPPED:
-            if c.success or c.failed:
-                return Verdict.SKIP
-            return Verdict.READY if c.skipped == c.total else Verdict.WAIT
-        case TriggerRule.ALL_DONE_MIN_ONE_SUCCESS:
-            if c.skipped:
-                return Verdict.SKIP  # Airflow: a skipped upstream is not "done" for this rule
-            if not all_done:
-                return Verdict.WAIT
-            return Verdict.READY if c.success else Verdict.UPSTREAM_FAILED
-        case TriggerRule.ALL_DONE_SETUP_SUCCESS:
-            if not all_done:
-                return Verdict.WAIT
-            if c.setups and c.setup_skipped >= c.setups:
-                return Verdict.SKIP
-            if c.setups and not c.setup_success:
-                return Verdict.UPSTREAM_FAILED
-            return Verdict.READY
-    raise AssertionError(f"unhandled trigger rule {rule}")
+    decide = _RULES.get(rule)
+    if decide is None:
+        raise AssertionError(f"unhandled trigger rule {rule}")
+    return decide(c, c.done == c.total)
 
 
 def evaluate_setups(c: UpstreamCounts) -> Verdict:

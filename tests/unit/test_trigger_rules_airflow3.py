@@ -10,6 +10,8 @@ ignores it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
@@ -122,74 +124,99 @@ def test_the_rules_are_airflow_3s_thirteen() -> None:
         assert TriggerRule.from_proto(rule.to_proto()) is rule
 
 
+@dataclass(frozen=True)
+class _Tally:
+    """Airflow's own counters of a task's direct upstream tasks (``failed`` excludes
+    upstream_failed, as Airflow counts them apart)."""
+
+    c: UpstreamCounts
+
+    @property
+    def success(self) -> int:
+        return self.c.success
+
+    @property
+    def skipped(self) -> int:
+        return self.c.skipped
+
+    @property
+    def upstream(self) -> int:
+        return self.c.total
+
+    @property
+    def upstream_failed(self) -> int:
+        return self.c.upstream_failed
+
+    @property
+    def failed(self) -> int:
+        return self.c.failed - self.c.upstream_failed
+
+    @property
+    def done(self) -> int:
+        return self.success + self.skipped + self.failed + self.upstream_failed
+
+    @property
+    def upstream_done(self) -> bool:
+        return self.done >= self.upstream
+
+
+def _first(*cases: tuple[bool, Verdict]) -> Verdict | None:
+    return next((verdict for holds, verdict in cases if holds), None)
+
+
+#: The state Airflow 3 sets before checking the dependency (``flag_upstream_failed``), per rule.
+_FLAGGED: dict[TriggerRule, Callable[[_Tally], Verdict | None]] = {
+    TR.ALL_SUCCESS: lambda t: _first((bool(t.upstream_failed or t.failed), UF), (bool(t.skipped), SKIP)),
+    TR.ALL_FAILED: lambda t: _first((bool(t.success or t.skipped), SKIP)),
+    TR.ALL_DONE: lambda t: None,
+    TR.ONE_SUCCESS: lambda t: _first(
+        (t.upstream_done and t.done == t.skipped, SKIP), (t.upstream_done and t.success <= 0, UF)
+    ),
+    TR.ONE_FAILED: lambda t: _first((t.upstream_done and not (t.failed or t.upstream_failed), SKIP)),
+    TR.ONE_DONE: lambda t: _first((t.upstream_done and not (t.failed or t.success), SKIP)),
+    TR.NONE_FAILED: lambda t: _first((bool(t.upstream_failed or t.failed), UF)),
+    TR.NONE_FAILED_MIN_ONE_SUCCESS: lambda t: _first(
+        (bool(t.upstream_failed or t.failed), UF), (t.skipped == t.upstream, SKIP)
+    ),
+    TR.NONE_SKIPPED: lambda t: _first((bool(t.skipped), SKIP)),
+    TR.ALL_SKIPPED: lambda t: _first((bool(t.success or t.failed or t.upstream_failed), SKIP)),
+    TR.ALL_DONE_MIN_ONE_SUCCESS: lambda t: _first(
+        (t.skipped > 0, SKIP),
+        (t.success + t.failed + t.upstream_failed >= t.upstream - t.skipped and t.success == 0, UF),
+    ),
+    TR.ALL_DONE_SETUP_SUCCESS: lambda t: _first(
+        (t.upstream_done and bool(t.c.setups) and t.c.setup_skipped >= t.c.setups, SKIP),
+        (t.upstream_done and bool(t.c.setups) and t.c.setup_success == 0, UF),
+    ),
+}
+
+#: Whether the dependency then passes, per rule.
+_PASSES: dict[TriggerRule, Callable[[_Tally], bool]] = {
+    TR.ONE_SUCCESS: lambda t: t.success > 0,
+    TR.ONE_FAILED: lambda t: t.failed + t.upstream_failed > 0,
+    TR.ONE_DONE: lambda t: t.success + t.failed > 0,
+    TR.ALL_SUCCESS: lambda t: t.upstream - t.success <= 0,
+    TR.ALL_FAILED: lambda t: t.upstream - t.failed - t.upstream_failed <= 0,
+    TR.ALL_DONE: lambda t: t.upstream_done,
+    TR.NONE_FAILED: lambda t: t.upstream - t.success - t.skipped <= 0,
+    TR.NONE_FAILED_MIN_ONE_SUCCESS: lambda t: t.upstream - t.success - t.skipped <= 0,
+    TR.NONE_SKIPPED: lambda t: t.upstream_done and not t.skipped,
+    TR.ALL_SKIPPED: lambda t: t.upstream - t.skipped <= 0,
+    TR.ALL_DONE_SETUP_SUCCESS: lambda t: t.upstream_done and not (t.c.setups and not t.c.setup_success),
+    TR.ALL_DONE_MIN_ONE_SUCCESS: lambda t: not t.skipped and t.done >= t.upstream and t.success > 0,
+}
+
+
 def _airflow3(rule: TriggerRule, c: UpstreamCounts) -> Verdict:
     """Airflow 3's ``TriggerRuleDep._evaluate_direct_relatives``, restated: the state it would set
     (``flag_upstream_failed``), then whether the dependency passes."""
     if c.total == 0 or rule is TR.ALWAYS:
         return READY
-    success, skipped, upstream = c.success, c.skipped, c.total
-    upstream_failed = c.upstream_failed
-    failed = c.failed - c.upstream_failed
-    done = success + skipped + failed + upstream_failed
-    upstream_done = done >= upstream
-    new_state: Verdict | None = None
-    if rule is TR.ALL_SUCCESS:
-        if upstream_failed or failed:
-            new_state = UF
-        elif skipped:
-            new_state = SKIP
-    elif rule is TR.ALL_FAILED:
-        if success or skipped:
-            new_state = SKIP
-    elif rule is TR.ONE_SUCCESS:
-        if upstream_done and done == skipped:
-            new_state = SKIP
-        elif upstream_done and success <= 0:
-            new_state = UF
-    elif rule is TR.ONE_FAILED:
-        if upstream_done and not (failed or upstream_failed):
-            new_state = SKIP
-    elif rule is TR.ONE_DONE:
-        if upstream_done and not (failed or success):
-            new_state = SKIP
-    elif rule in (TR.NONE_FAILED, TR.NONE_FAILED_MIN_ONE_SUCCESS):
-        if upstream_failed or failed:
-            new_state = UF
-        elif rule is TR.NONE_FAILED_MIN_ONE_SUCCESS and skipped == upstream:
-            new_state = SKIP
-    elif rule is TR.NONE_SKIPPED:
-        if skipped:
-            new_state = SKIP
-    elif rule is TR.ALL_SKIPPED:
-        if success or failed or upstream_failed:
-            new_state = SKIP
-    elif rule is TR.ALL_DONE_MIN_ONE_SUCCESS:
-        if skipped > 0:
-            new_state = SKIP
-        elif success + failed + upstream_failed >= upstream - skipped and success == 0:
-            new_state = UF
-    elif rule is TR.ALL_DONE_SETUP_SUCCESS:
-        if upstream_done and c.setups and c.setup_skipped >= c.setups:
-            new_state = SKIP
-        elif upstream_done and c.setups and c.setup_success == 0:
-            new_state = UF
-    if new_state is not None:
-        return new_state
-    passes = {
-        TR.ONE_SUCCESS: success > 0,
-        TR.ONE_FAILED: failed + upstream_failed > 0,
-        TR.ONE_DONE: success + failed > 0,
-        TR.ALL_SUCCESS: upstream - success <= 0,
-        TR.ALL_FAILED: upstream - failed - upstream_failed <= 0,
-        TR.ALL_DONE: upstream_done,
-        TR.NONE_FAILED: upstream - success - skipped <= 0,
-        TR.NONE_FAILED_MIN_ONE_SUCCESS: upstream - success - skipped <= 0,
-        TR.NONE_SKIPPED: upstream_done and not skipped,
-        TR.ALL_SKIPPED: upstream - skipped <= 0,
-        TR.ALL_DONE_SETUP_SUCCESS: upstream_done and not (c.setups and not c.setup_success),
-        TR.ALL_DONE_MIN_ONE_SUCCESS: not skipped and done >= upstream and success > 0,
-    }[rule]
-    return READY if passes else WAIT
+    tally = _Tally(c)
+    flagged = _FLAGGED[rule](tally)
+    if flagged is not None:
+        return flagged
+    return READY if _PASSES[rule](tally) else WAIT
 
 
 def _every_count(max_total: int) -> list[UpstreamCounts]:
