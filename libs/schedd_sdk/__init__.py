@@ -22,11 +22,13 @@
 every DAG the file defines (:func:`schedd_sdk.loader.load_dags`).
 
 Modules: :mod:`~schedd_sdk.dags` (``DAG``, ``@dag``), :mod:`~schedd_sdk.functions` (``@task``),
+:mod:`~schedd_sdk.task_functions` (what calling a ``@task`` function does),
 :mod:`~schedd_sdk.tasks` (``Task``, ``shell``, edges), :mod:`~schedd_sdk.arguments` (TaskFlow
 values), :mod:`~schedd_sdk.options` (options, ``Callback``, the rules),
 :mod:`~schedd_sdk.compile` (to the spec, validation), :mod:`~schedd_sdk.loader` (DAG files),
 :mod:`~schedd_sdk.targets` (import paths), :mod:`~schedd_sdk.runtime` (helpers for running
-tasks), :mod:`~schedd_sdk.errors`. The task context (``ds``, ``ti``, ``dag_run``..., passed to the
+tasks), :mod:`~schedd_sdk.errors`; :mod:`~schedd_sdk.protocols` has what the modules know of the
+ones built on them (none imports upward). The task context (``ds``, ``ti``, ``dag_run``..., passed to the
 task functions that declare them, and :func:`get_current_context`) is
 :mod:`schedd_core.task_context`, which the workers import without the SDK.
 

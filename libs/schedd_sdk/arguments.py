@@ -12,6 +12,9 @@ arguments fit the function's signature (``params``, ``context`` and the task con
 as ``ds`` or ``ti``, are left to the worker when the function declares them and the call does not
 give them; ``params`` and ``context`` cannot be given), that a reference is to a Python task of
 the same DAG (a shell task returns nothing), that a key is a string, and that every literal is JSON.
+
+:class:`TaskResult` and :class:`BoundArguments` are defined with the tasks (:mod:`schedd_sdk.tasks`),
+which hold them, and exported here too.
 """
 
 from __future__ import annotations
@@ -19,16 +22,15 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.protobuf import struct_pb2
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.task_context import CONTEXT_NAMES
 from schedd_sdk.errors import DagDefinitionError
-
-if TYPE_CHECKING:
-    from schedd_sdk.tasks import Task
+from schedd_sdk.protocols import task_function_name
+from schedd_sdk.tasks import BoundArguments, Task, TaskResult
 
 __all__ = ["BoundArguments", "TaskResult", "bind", "compile_argument"]
 
@@ -37,37 +39,6 @@ WORKER_PASSED = ("params", "context")
 #: Keyword arguments a worker passes to a task function that declares them and whose call does not
 #: give them: ``params``, ``context`` and the task context's names (``schedd_core.task_context``).
 RUNTIME_ARGUMENTS = tuple(dict.fromkeys((*WORKER_PASSED, *CONTEXT_NAMES)))
-
-
-class TaskResult:
-    """``task["key"]``: one key of a task's return value (a JSON object), as an argument of a later
-    task. It can also make edges (``task["key"] >> other`` is ``task >> other``)."""
-
-    def __init__(self, task: Task, key: str) -> None:
-        self.task = task
-        self.key = key
-
-    def __rshift__(self, other: Any) -> Any:
-        return self.task >> other
-
-    def __lshift__(self, other: Any) -> Any:
-        return self.task << other
-
-    def __repr__(self) -> str:
-        return f"{self.task.task_id}[{self.key!r}]"
-
-
-class BoundArguments:
-    """A task call's arguments, compiled, and the tasks they refer to (in order, each once)."""
-
-    def __init__(self) -> None:
-        self.args: list[pb.Argument] = []
-        self.kwargs: dict[str, pb.Argument] = {}
-        self.upstream: list[Task] = []
-
-    @property
-    def empty(self) -> bool:
-        return not self.args and not self.kwargs
 
 
 def bind(
@@ -129,9 +100,6 @@ def _check_signature(
 def compile_argument(name: str, label: str, value: object, bound: BoundArguments) -> pb.Argument:
     """One argument of task ``name``'s call (``label`` names it in errors); the tasks it refers to are
     added to ``bound.upstream``."""
-    from schedd_sdk.functions import TaskFunction
-    from schedd_sdk.tasks import Task
-
     if isinstance(value, Task | TaskResult):
         task = value if isinstance(value, Task) else value.task
         if task.target is None:
@@ -171,9 +139,10 @@ def compile_argument(name: str, label: str, value: object, bound: BoundArguments
         else:
             literal.string_value = value
         return pb.Argument(literal=literal)
+    function = task_function_name(value)
     hint = (
-        f" (the task function itself: call it, {value.function.__name__}(), to pass its result)"
-        if isinstance(value, TaskFunction)
+        f" (the task function itself: call it, {function}(), to pass its result)"
+        if function is not None
         else ""
     )
     raise DagDefinitionError(

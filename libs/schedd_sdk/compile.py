@@ -41,8 +41,9 @@ call arguments                   ``python.args`` / ``python.kwargs`` (literals, 
 from __future__ import annotations
 
 import re
-from datetime import datetime
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, tzinfo
+from typing import Any, Protocol
 
 from google.protobuf import timestamp_pb2
 
@@ -53,17 +54,61 @@ from schedd_core.triggers import TriggerRule
 from schedd_sdk.errors import DagValidationError
 from schedd_sdk.options import Callback, WeightRule, to_duration, to_struct
 from schedd_sdk.params import check_params
+from schedd_sdk.tasks import Task
+from schedd_sdk.timetables import Timetable
 
-if TYPE_CHECKING:
-    from schedd_sdk.dags import DAG
-    from schedd_sdk.tasks import Task
-
-__all__ = ["compile_dag", "validate_compiled"]
+__all__ = ["CompiledDag", "compile_dag", "validate_compiled"]
 
 _TASK_FIELD = re.compile(r"spec\.tasks\[(\d+)\]")
 
 
-def compile_dag(dag: DAG) -> pb.DagSpec:
+class CompiledDag(Protocol):
+    """What :func:`compile_dag` reads of a DAG (:class:`~schedd_sdk.dags.DAG`, whose attributes these
+    are, checked when it was made)."""
+
+    @property
+    def dag_id(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def catchup(self) -> bool: ...
+    @property
+    def allow_undeclared_conf(self) -> bool: ...
+    @property
+    def max_active_runs(self) -> int: ...
+    @property
+    def max_active_tasks(self) -> int: ...
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+    @property
+    def tasks(self) -> Sequence[Task]: ...
+    @property
+    def start_date(self) -> datetime | None: ...
+    @property
+    def end_date(self) -> datetime | None: ...
+    @property
+    def schedule_interval(self) -> timedelta | None: ...
+    @property
+    def timetable(self) -> Timetable | None: ...
+    @property
+    def zone(self) -> tzinfo: ...
+    @property
+    def dagrun_timeout(self) -> timedelta | None: ...
+    @property
+    def params(self) -> Mapping[str, Any] | None: ...
+    @property
+    def param_schemas(self) -> Mapping[str, Any] | None: ...
+    @property
+    def on_failure(self) -> tuple[Callback, ...]: ...
+    @property
+    def on_success(self) -> tuple[Callback, ...]: ...
+
+
+def compile_dag(dag: CompiledDag) -> pb.DagSpec:
     """The spec of ``dag``, not validated."""
     spec = pb.DagSpec(
         dag_id=dag.dag_id,

@@ -40,10 +40,12 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
 from schedd_sdk import context
+from schedd_sdk.compile import compile_dag, validate_compiled
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.groups import TaskGroup
 from schedd_sdk.options import Callback, Callbacks, Checker, DurationLike, Options
 from schedd_sdk.params import split_params
+from schedd_sdk.protocols import DagNode, GroupNode, TaskNode
 from schedd_sdk.tasks import Task
 from schedd_sdk.timetables import Timetable
 
@@ -142,7 +144,7 @@ class DAG:
         self.default_options = Options.parse(self.default_args, f"{where}: default_args")
         self._tasks: dict[str, Task] = {}
         self._groups: dict[str, TaskGroup] = {}
-        self._tokens: list[Token[DAG | None]] = []
+        self._tokens: list[Token[DagNode | None]] = []
         #: The ``@dag`` function that built this DAG, if any.
         self.built_by: DagFunction | None = None
 
@@ -166,8 +168,10 @@ class DAG:
     def __contains__(self, task_id: object) -> bool:
         return task_id in self._tasks
 
-    def add_task(self, task: Task) -> None:
-        """Register a new task (called by :class:`Task`); its id must be new."""
+    def add_task(self, task: TaskNode) -> None:
+        """Register a new task (called by :class:`Task`, the only kind of task); its id must be new."""
+        if not isinstance(task, Task):
+            raise TypeError(f"DAG {self.dag_id!r}: a task is a schedd_sdk Task, got {task!r}")
         if task.task_id in self._tasks:
             raise DagDefinitionError(
                 f"DAG {self.dag_id!r} already has a task {task.task_id!r}: task ids must be unique"
@@ -179,8 +183,10 @@ class DAG:
         """The task groups, in definition order."""
         return tuple(self._groups.values())
 
-    def add_group(self, group: TaskGroup) -> None:
+    def add_group(self, group: GroupNode) -> None:
         """Register a new task group (called by :class:`~schedd_sdk.groups.TaskGroup`); its path is new."""
+        if not isinstance(group, TaskGroup):
+            raise TypeError(f"DAG {self.dag_id!r}: a task group is a schedd_sdk TaskGroup, got {group!r}")
         if group.path in self._groups:
             raise DagDefinitionError(
                 f"DAG {self.dag_id!r} already has a task group {group.path!r}: group ids must be unique"
@@ -214,8 +220,6 @@ class DAG:
 
         Raises :class:`~schedd_sdk.errors.DagValidationError` naming the field (and the task).
         """
-        from schedd_sdk.compile import compile_dag, validate_compiled
-
         spec = compile_dag(self)
         if validate:
             validate_compiled(spec)

@@ -18,36 +18,33 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.options import Options
-
-if TYPE_CHECKING:
-    from schedd_sdk.dags import DAG
-    from schedd_sdk.tasks import Task
+from schedd_sdk.protocols import DagNode, GroupNode, TaskNode, TaskReference
 
 __all__ = ["TaskGroup", "task_group"]
 
 _CURRENT: ContextVar[TaskGroup | None] = ContextVar("schedd_sdk_current_group", default=None)
 
 
-def current_group(dag: DAG) -> TaskGroup | None:
+def current_group(dag: DagNode) -> TaskGroup | None:
     """The innermost group being defined in ``dag``, or None."""
     group = _CURRENT.get()
     return group if group is not None and group.dag is dag else None
 
 
-def task_defaults(dag: DAG) -> Options:
+def task_defaults(dag: DagNode) -> Options:
     """The options a new task of ``dag`` starts from: the current group's, else the DAG's."""
     group = current_group(dag)
     return group.default_options if group is not None else dag.default_options
 
 
-def qualified_id(dag: DAG, task_id: str) -> str:
+def qualified_id(dag: DagNode, task_id: str) -> str:
     """``task_id`` with the prefixes of the groups being defined."""
     group = current_group(dag)
     return group.prefix + task_id if group is not None else task_id
@@ -95,23 +92,23 @@ class TaskGroup:
         dag.add_group(self)
 
     @property
-    def tasks(self) -> tuple[Task, ...]:
+    def tasks(self) -> tuple[TaskNode, ...]:
         """The tasks of this group and of the groups nested in it, in definition order."""
         return tuple(t for t in self.dag.tasks if t.group is not None and _within(t.group, self))
 
     @property
-    def roots(self) -> list[Task]:
+    def roots(self) -> list[TaskNode]:
         """The group's tasks with no upstream task inside the group."""
         inside = {t.task_id for t in self.tasks}
         return [t for t in self.tasks if not inside & set(t.upstream_ids)]
 
     @property
-    def leaves(self) -> list[Task]:
+    def leaves(self) -> list[TaskNode]:
         """The group's tasks with no downstream task inside the group."""
         inside = {t.task_id for t in self.tasks}
         return [t for t in self.tasks if not inside & set(t.downstream_ids)]
 
-    def ends(self, side: str) -> list[Task]:
+    def ends(self, side: str) -> list[TaskNode]:
         """Its roots when the group is downstream of an edge (``side`` "down"), else its leaves."""
         ends = self.roots if side == "down" else self.leaves
         if not ends:
@@ -155,8 +152,8 @@ class TaskGroup:
         return f"<TaskGroup {self.path!r} of DAG {self.dag.dag_id!r}>"
 
 
-def _within(group: TaskGroup, outer: TaskGroup) -> bool:
-    node: TaskGroup | None = group
+def _within(group: GroupNode, outer: TaskGroup) -> bool:
+    node: GroupNode | None = group
     while node is not None:
         if node is outer:
             return True
@@ -198,9 +195,6 @@ def task_group(
 
         @functools.wraps(fn)
         def build(*args: Any, **kwargs: Any) -> Any:
-            from schedd_sdk.arguments import TaskResult
-            from schedd_sdk.tasks import Task
-
             dag = current_dag()
             if dag is None:
                 raise DagDefinitionError(
@@ -216,7 +210,7 @@ def task_group(
                 name = f"{base}__{n}"
             with TaskGroup(name, default_args=default_args, prefix_group_id=prefix_group_id) as group:
                 result = fn(*args, **kwargs)
-            return result if isinstance(result, Task | TaskResult) else group
+            return result if isinstance(result, TaskReference) else group
 
         return build
 

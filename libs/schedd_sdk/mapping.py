@@ -37,23 +37,52 @@ a dict's items.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, Unpack
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_sdk.arguments import WORKER_PASSED, BoundArguments, TaskResult, bind, compile_argument
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
-from schedd_sdk.options import OPTION_NAMES, to_list_value
+from schedd_sdk.options import OPTION_NAMES, TaskOptions, to_list_value
+from schedd_sdk.protocols import DagNode, task_function_name
 from schedd_sdk.tasks import Task
 
-if TYPE_CHECKING:
-    from schedd_sdk.functions import TaskFunction
-
-__all__ = ["PartialTask", "partial_task"]
+__all__ = ["MappableFunction", "PartialTask", "partial_task"]
 
 
-def partial_task(function: TaskFunction[Any], kwargs: Mapping[str, Any]) -> PartialTask:
+class MappableFunction(Protocol):
+    """A ``@task`` function (:class:`~schedd_sdk.task_functions.TaskFunction`), as mapping uses it."""
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The undecorated function."""
+        ...
+
+    @property
+    def default_task_id(self) -> str: ...
+
+    @property
+    def branch(self) -> bool: ...
+
+    @property
+    def role(self) -> str | None:
+        """The role: "setup", "teardown" or None."""
+        ...
+
+    @property
+    def sensor(self) -> pb.SensorSpec | None:
+        """How its tasks poke, for a sensor function; None for any other."""
+        ...
+
+    def override(self, *, task_id: str | None = None, **options: Unpack[TaskOptions]) -> MappableFunction: ...
+
+    def add_task(
+        self, dag: DagNode, bound: BoundArguments, *, mapping: pb.TaskMapping | None = None
+    ) -> Task: ...
+
+
+def partial_task(function: MappableFunction, kwargs: Mapping[str, Any]) -> PartialTask:
     """``function.partial(**kwargs)``: the task options among ``kwargs`` applied (as ``.override``
     would), the other keywords kept as the constant arguments."""
     what = f"{function.function.__qualname__}.partial()"
@@ -71,7 +100,7 @@ class PartialTask:
     Not a task: nothing is added to a DAG until ``expand`` is called (once per mapped task; calling
     it again adds another task, ``name__1``)."""
 
-    def __init__(self, function: TaskFunction[Any], constants: Mapping[str, Any]) -> None:
+    def __init__(self, function: MappableFunction, constants: Mapping[str, Any]) -> None:
         self.function = function
         self.constants = dict(constants)
 
@@ -121,12 +150,10 @@ class PartialTask:
         return f"<partial {self.function!r} {sorted(self.constants)}>"
 
 
-def _check_mappable(function: TaskFunction[Any], what: str) -> None:
-    from schedd_sdk.sensors import SensorFunction  # that module builds on the task functions
-
+def _check_mappable(function: MappableFunction, what: str) -> None:
     kind = (
         "a sensor"
-        if isinstance(function, SensorFunction)
+        if function.sensor is not None
         else "a branch task"
         if function.branch
         else f"a {function.role} task"
@@ -151,8 +178,6 @@ def _keyword_parameters(function: Any) -> tuple[tuple[str, ...], bool]:
 
 def _values(name: str, what: str, key: str, value: object, bound: BoundArguments) -> pb.Argument:
     """The list argument ``key`` expands over: a task's result (added upstream) or a literal list."""
-    from schedd_sdk.functions import TaskFunction  # that module builds on this one
-
     if isinstance(value, Task | TaskResult):
         return compile_argument(name, f"argument {key}=", value, bound)
     if isinstance(value, list | tuple):
@@ -166,9 +191,10 @@ def _values(name: str, what: str, key: str, value: object, bound: BoundArguments
             return pb.Argument(literal=to_list_value(value))
         except (TypeError, ValueError) as exc:
             raise DagDefinitionError(f"{what}: {key}= must hold JSON values: {exc}") from None
+    function = task_function_name(value)
     hint = (
-        f" (the task function itself: call it, {value.function.__name__}(), to expand over its result)"
-        if isinstance(value, TaskFunction)
+        f" (the task function itself: call it, {function}(), to expand over its result)"
+        if function is not None
         else ""
     )
     kind = type(value).__name__

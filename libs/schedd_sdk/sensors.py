@@ -36,8 +36,8 @@ from typing import Any, Literal, TypeVar, Unpack, overload
 from schedd.v1 import resources_pb2 as pb
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
-from schedd_sdk.functions import TaskFunction, _check_function
 from schedd_sdk.options import Options, TaskOptions, to_duration, to_timedelta
+from schedd_sdk.task_functions import TaskFunction, _check_function
 from schedd_sdk.tasks import Task, _check_task_id
 
 __all__ = ["PokeReturnValue", "SensorDecorator", "SensorFunction", "SensorMode", "sensor"]
@@ -108,6 +108,8 @@ def _positive(where: str, name: str, value: object) -> timedelta:
 class SensorFunction(TaskFunction[_F]):
     """A function decorated with ``@task.sensor``: inside a DAG definition, calling it adds a sensor
     task; outside, it pokes once and returns the verdict (``{"is_done": ..., "xcom_value": ...}``)."""
+
+    sensor: pb.SensorSpec
 
     def __init__(self, function: _F, *, task_id: str | None, options: Options, sensor: pb.SensorSpec) -> None:
         super().__init__(function, task_id=task_id, options=options, branch=False, multiple_outputs=False)

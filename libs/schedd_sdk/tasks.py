@@ -26,27 +26,24 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar, Unpack
+from typing import Any, TypeVar, Unpack
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
 from schedd_core.triggers import TriggerRule
-from schedd_sdk.arguments import BoundArguments, TaskResult
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.groups import TaskGroup, current_group, qualified_id, task_defaults
 from schedd_sdk.options import Options, TaskOptions
+from schedd_sdk.protocols import DagNode, TaskReference, task_function_name
 
-if TYPE_CHECKING:
-    from schedd_sdk.dags import DAG
-
-__all__ = ["Task", "chain", "shell"]
+__all__ = ["BoundArguments", "Task", "TaskResult", "chain", "shell"]
 
 _Target = TypeVar("_Target", bound="Task | TaskGroup | TaskResult | Sequence[Task | TaskGroup | TaskResult]")
 
 
-class Task:
+class Task(TaskReference):
     """One task of a DAG: its id, its action, its options and its upstream tasks.
 
     Created by calling a ``@task`` function or :func:`shell` inside a DAG definition; never
@@ -55,7 +52,7 @@ class Task:
 
     def __init__(
         self,
-        dag: DAG,
+        dag: DagNode,
         task_id: str,
         *,
         options: Options,
@@ -184,6 +181,38 @@ class Task:
         return f"<Task {self.task_id!r} ({kind}) of DAG {self.dag.dag_id!r}>"
 
 
+class TaskResult(TaskReference):
+    """``task["key"]``: one key of a task's return value (a JSON object), as an argument of a later
+    task. It can also make edges (``task["key"] >> other`` is ``task >> other``)."""
+
+    def __init__(self, task: Task, key: str) -> None:
+        self.task = task
+        self.key = key
+
+    def __rshift__(self, other: Any) -> Any:
+        return self.task >> other
+
+    def __lshift__(self, other: Any) -> Any:
+        return self.task << other
+
+    def __repr__(self) -> str:
+        return f"{self.task.task_id}[{self.key!r}]"
+
+
+class BoundArguments:
+    """A task call's arguments, compiled (:func:`schedd_sdk.arguments.bind`), and the tasks they refer
+    to (in order, each once)."""
+
+    def __init__(self) -> None:
+        self.args: list[pb.Argument] = []
+        self.kwargs: dict[str, pb.Argument] = {}
+        self.upstream: list[Task] = []
+
+    @property
+    def empty(self) -> bool:
+        return not self.args and not self.kwargs
+
+
 def _tasks_of(value: object, op: str, side: str) -> list[Task]:
     """The tasks ``value`` stands for on one side of an edge: a task (or a key of its result) is
     itself; a group is its roots downstream of an edge (``side`` "down") and its leaves upstream."""
@@ -191,8 +220,8 @@ def _tasks_of(value: object, op: str, side: str) -> list[Task]:
         return [value]
     if isinstance(value, TaskResult):
         return [value.task]
-    if isinstance(value, TaskGroup):
-        return value.ends(side)
+    if isinstance(value, TaskGroup):  # every task of a DAG is a Task
+        return [task for task in value.ends(side) if isinstance(task, Task)]
     if isinstance(value, Sequence) and not isinstance(value, str):
         found: list[Task] = []
         for item in value:
@@ -202,11 +231,8 @@ def _tasks_of(value: object, op: str, side: str) -> list[Task]:
             found += _tasks_of(item, op, side)
         else:
             return found
-    from schedd_sdk.functions import TaskFunction
-
-    hint = (
-        f": call it, {value.function.__name__}(), to get its task" if isinstance(value, TaskFunction) else ""
-    )
+    function = task_function_name(value)
+    hint = f": call it, {function}(), to get its task" if function is not None else ""
     raise DagDefinitionError(
         f"{op} needs a task or a list of tasks, got {value!r} ({type(value).__name__}){hint}"
     )
@@ -232,7 +258,7 @@ def chain(*steps: Task | Sequence[Task]) -> None:
             up >> down
 
 
-def _require_dag(what: str) -> DAG:
+def _require_dag(what: str) -> DagNode:
     dag = current_dag()
     if dag is None:
         raise DagDefinitionError(
