@@ -108,7 +108,8 @@ def worktree(ref: str) -> Iterator[Path]:
 
 def run_once(tree: Path, only: str, out: Path, extra: list[str]) -> dict[str, Any]:
     """One benchmark run on ``tree``'s code, its results read back."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(tree / p) for p in ("libs", "services", "."))}
+    path = os.pathsep.join(str(tree / p) for p in ("libs", "services", "devtools", "."))
+    env = {**os.environ, "PYTHONPATH": path}
     command = [sys.executable, "-m", "tests.benchmarks.run", "--only", only, "--out", str(out), *extra]
     subprocess.run(command, cwd=tree, env=env, check=True)
     loaded: dict[str, Any] = json.loads(out.read_text())
