@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
@@ -49,14 +49,36 @@ def wait_until(
         time.sleep(interval)
 
 
+@overload
 async def wait_until_async(
     what: str,
-    probe: Callable[[], Awaitable[T | None]] | Callable[[], T | None],
+    probe: Callable[[], Awaitable[T | None]],
     timeout: float,
     *,
     interval: float = INTERVAL,
     retry_on: tuple[type[BaseException], ...] = (),
-) -> T:
+) -> T: ...
+
+
+@overload
+async def wait_until_async(
+    what: str,
+    probe: Callable[[], T],
+    timeout: float,
+    *,
+    interval: float = INTERVAL,
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> T: ...
+
+
+async def wait_until_async(
+    what: str,
+    probe: Callable[[], Any],
+    timeout: float,
+    *,
+    interval: float = INTERVAL,
+    retry_on: tuple[type[BaseException], ...] = (),
+) -> Any:
     """:func:`wait_until` for an event loop: ``probe`` may be a coroutine function; the loop runs
     between probes."""
     deadline = time.monotonic() + timeout

@@ -224,13 +224,15 @@ def test_tasks_get_the_context_of_backfill_and_manual_runs_and_dags_test_agrees(
 
 
 @pytest.mark.parametrize(
-    "conf",
-    [{"rows": "many"}, {"unknown": 1}, {"numbers": [1] * 12000}],
+    ("conf", "refused_by"),
+    [({"rows": "many"}, "api"), ({"unknown": 1}, "api"), ({"numbers": [1] * 12000}, "schedctl")],
     ids=["wrong_type", "undeclared", "too_big"],
 )
 def test_dags_test_refuses_a_conf_the_cluster_refuses_with_the_same_message(
-    module_cluster: RunningCluster, tmp_path: Path, conf: dict[str, Any]
+    module_cluster: RunningCluster, tmp_path: Path, conf: dict[str, Any], refused_by: str
 ) -> None:
+    """The same refusal, word for word: from the api for what only it knows (the params), and from
+    schedctl itself, before sending, for a conf over the api's size limit (measured as the api does)."""
     flow = write_dag(tmp_path)
     ok(module_cluster.schedctl("dags", "register", str(flow)))
     text = json.dumps(conf)
@@ -239,5 +241,6 @@ def test_dags_test_refuses_a_conf_the_cluster_refuses_with_the_same_message(
     local = dags_test(tmp_path, "--conf", text)
     assert local.returncode == 2, local.stdout + local.stderr
     message = local.stderr.strip().removeprefix("error: ")
-    assert message.startswith("conf"), message
-    assert refused.stderr.strip() == f"error: INVALID_ARGUMENT: {message}"
+    assert message.startswith("conf" if refused_by == "api" else "--conf"), message
+    prefix = "INVALID_ARGUMENT: " if refused_by == "api" else ""
+    assert refused.stderr.strip() == f"error: {prefix}{message}"

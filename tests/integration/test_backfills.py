@@ -4,6 +4,7 @@ runs that store nothing, pause and resume, cancel, and a term that ends mid-step
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -22,6 +23,7 @@ from schedd_scheduler.pending import PendingRuns
 from schedd_store import backfills
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
+from tests.polling import wait_until_async
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +252,40 @@ async def test_a_deposed_leader_makes_no_backfill_run(engine: AsyncEngine) -> No
     await new.advance(backfill_id)
     await new.advance(backfill_id)
     assert await backfill_runs(engine, "deposed") == {0: "queued", 1: "queued", 2: "queued"}
+
+
+async def test_a_run_that_ends_while_the_backfill_is_cancelled_is_left_as_it_ended(
+    engine: AsyncEngine,
+) -> None:
+    """The leader finishes one of the backfill's runs (its transaction holds the run) at the moment
+    the backfill is cancelled: the cancel waits for it, leaves that run as it ended and cancels the
+    rest, instead of failing on a run that is "already success"."""
+    await register(engine, "race")
+    backfill_id = await create(engine, "race", 3, strategy=pb.BACKFILL_STRATEGY_PARALLEL, max_active_runs=3)
+    await (await driver(engine)).advance(backfill_id)
+    assert await backfill_runs(engine, "race") == {0: "queued", 1: "queued", 2: "queued"}
+    async with engine.connect() as leader:
+        pass_ = await leader.begin()
+        await leader.execute(
+            text("UPDATE dag_runs SET state = 'success' WHERE dag_id = 'race' AND logical_date = :d"),
+            {"d": day(0)},
+        )
+        cancelling = asyncio.create_task(backfills.cancel_backfill(engine, backfill_id))
+        await wait_until_async(
+            "the cancel waiting for the run the leader holds", lambda: _waiting_for_a_lock(engine), timeout=30
+        )
+        await pass_.commit()
+        record = await asyncio.wait_for(cancelling, timeout=30)
+    assert record.state == "cancelled"
+    assert await backfill_runs(engine, "race") == {0: "success", 1: "failed", 2: "failed"}
+
+
+async def _waiting_for_a_lock(engine: AsyncEngine) -> bool:
+    async with engine.connect() as conn:
+        waiting = await conn.scalar(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            )
+        )
+    return bool(waiting)

@@ -83,8 +83,11 @@ CANCEL_BACKFILL = _guarded(
 )
 
 #: The backfill's runs still queued or running (a cancel fails them).
+#: Locked in id order, as the pass locks runs: a run the leader is finishing is waited for and then
+#: left out, since its state no longer matches (READ COMMITTED re-checks the WHERE after the wait).
 UNFINISHED_BACKFILL_RUNS = _sql(
-    "SELECT run_id FROM dag_runs WHERE backfill_id = :id AND state IN ('queued', 'running') ORDER BY id"
+    "SELECT run_id FROM dag_runs WHERE backfill_id = :id AND state IN ('queued', 'running') "
+    "ORDER BY id FOR UPDATE"
 )
 
 # --- backfills: the leader's side (fenced) --------------------------------------------------------------
