@@ -81,8 +81,12 @@ def compare(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str
 
 
 def table(rows: list[dict[str, Any]], ref: str, pairs: int) -> str:
+    chance = 2 ** (1 - pairs)
     lines = [
         f"candidate (working tree) / baseline ({ref}), {pairs} interleaved pairs",
+        "",
+        f"With no real difference, all {pairs} pairs still agree by chance for {chance:.0%} of the figures:",
+        "a verdict is a place to look, and more pairs make it stronger.",
         "",
         "| figure | baseline | candidate | ratio (median) | ratios (min-max) | every pair |",
         "|---|---|---|---|---|---|",
