@@ -9,7 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import resources_pb2 as pb
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.pending import PendingRuns
-from schedd_store import dags, runs
+from schedd_store import dags, dispatch, runs
+from schedd_store.dispatch import AttemptResult
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.records import RunRecord
 from schedd_store.versions import VersionCache
@@ -42,3 +43,27 @@ async def leading_loop(engine: AsyncEngine, token: int = 1) -> SchedulingLoop:
     """A scheduling loop of a term with ``token``, the fence raised for it."""
     await raise_fence(engine, token, f"test-{token}")
     return SchedulingLoop(engine, Fence(engine, token), PendingRuns(), VersionCache(), batch_size=500)
+
+
+async def finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> list[str]:
+    """Claim every queued task instance of the default queue for worker ``w`` and report each
+    attempt ended (succeeded, or failed with exit code 1); the task ids claimed, sorted."""
+    claimed = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=100)
+    statuses = await dispatch.apply_results(
+        engine,
+        [
+            AttemptResult(
+                worker_id="w",
+                ti_id=c.ti_id,
+                attempt_id=c.attempt_id,
+                try_number=c.try_number,
+                succeeded=succeed,
+                exit_code=0 if succeed else 1,
+                error="",
+                ended_at=datetime.now(UTC),
+            )
+            for c in claimed
+        ],
+    )
+    assert all(s is dispatch.ReportStatus.APPLIED for s in statuses)
+    return sorted(c.task_id for c in claimed)

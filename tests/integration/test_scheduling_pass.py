@@ -14,7 +14,7 @@ from schedd_store import dags, dispatch, runs
 from schedd_store.dispatch import AttemptResult
 from schedd_store.fence import raise_fence
 
-from .helpers import leading_loop, registered_run, spec
+from .helpers import finish_all_running, leading_loop, registered_run, spec
 
 pytestmark = pytest.mark.integration
 
@@ -26,38 +26,16 @@ async def _states(engine: AsyncEngine, dag_id: str, run_id: str = "r1") -> dict[
     return {t.task_id: t.state for t in run.task_instances}
 
 
-async def _finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> list[str]:
-    claimed = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=100)
-    statuses = await dispatch.apply_results(
-        engine,
-        [
-            AttemptResult(
-                worker_id="w",
-                ti_id=c.ti_id,
-                attempt_id=c.attempt_id,
-                try_number=c.try_number,
-                succeeded=succeed,
-                exit_code=0 if succeed else 1,
-                error="",
-                ended_at=datetime.now(UTC),
-            )
-            for c in claimed
-        ],
-    )
-    assert all(s is dispatch.ReportStatus.APPLIED for s in statuses)
-    return sorted(c.task_id for c in claimed)
-
-
 async def test_diamond_runs_in_dependency_order(engine: AsyncEngine) -> None:
     run = await registered_run(engine, spec("diamond", DIAMOND))
     loop = await leading_loop(engine)
     assert await loop.evaluate([run.pk]) == 1
     assert await _states(engine, "diamond") == {"a": "queued", "b": "none", "c": "none", "d": "none"}
-    assert await _finish_all_running(engine) == ["a"]
+    assert await finish_all_running(engine) == ["a"]
     assert await loop.evaluate([run.pk]) == 2
-    assert await _finish_all_running(engine) == ["b", "c"]
+    assert await finish_all_running(engine) == ["b", "c"]
     assert await loop.evaluate([run.pk]) == 1
-    assert await _finish_all_running(engine) == ["d"]
+    assert await finish_all_running(engine) == ["d"]
     await loop.evaluate([run.pk])
     final = await runs.get_run(engine, "diamond", "r1")
     assert final.state == "success"
@@ -68,7 +46,7 @@ async def test_failure_propagates_and_fails_the_run(engine: AsyncEngine) -> None
     run = await registered_run(engine, spec("chain", {"a": [], "b": ["a"], "c": ["b"]}))
     loop = await leading_loop(engine)
     await loop.evaluate([run.pk])
-    await _finish_all_running(engine, succeed=False)
+    await finish_all_running(engine, succeed=False)
     await loop.evaluate([run.pk])
     assert await _states(engine, "chain") == {"a": "failed", "b": "upstream_failed", "c": "upstream_failed"}
     assert (await runs.get_run(engine, "chain", "r1")).state == "failed"
@@ -275,7 +253,7 @@ async def test_depends_on_past_waits_for_the_previous_run_and_is_woken_by_it(eng
     assert await _states(engine, "past", "r1") == {"load": "queued"}
     assert await _states(engine, "past", "r2") == {"load": "none"}  # the previous run's load is not done
     loop._pending.take(100)
-    await _finish_all_running(engine)
+    await finish_all_running(engine)
     await loop.evaluate([first.pk])
     _, woken = loop._pending.take(100)
     assert second.pk in woken  # the previous run's task ended: the next run is evaluated again

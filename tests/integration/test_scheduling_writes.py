@@ -3,8 +3,6 @@ lands, and that a guarded write matching fewer rows than named rolls the whole p
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -12,12 +10,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd_core.errors import IllegalTransition
 from schedd_core.pass_writes import NewInstance, PassWrites, Retry, RunFinish
 from schedd_core.states import RunState, TaskState
-from schedd_store import dispatch, runs
-from schedd_store.dispatch import AttemptResult
+from schedd_store import runs
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.scheduling import apply_writes
 
-from .helpers import leading_loop, registered_run, spec
+from .helpers import finish_all_running, leading_loop, registered_run, spec
 
 pytestmark = pytest.mark.integration
 
@@ -172,27 +169,6 @@ async def test_finishing_a_run_that_already_ended_rolls_back(engine: AsyncEngine
     await _assert_rolled_back(engine, fence, writes, f"cannot finish run {run.pk}")
 
 
-async def _finish_claimed(engine: AsyncEngine) -> list[str]:
-    claimed = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=100)
-    await dispatch.apply_results(
-        engine,
-        [
-            AttemptResult(
-                worker_id="w",
-                ti_id=c.ti_id,
-                attempt_id=c.attempt_id,
-                try_number=c.try_number,
-                succeeded=True,
-                exit_code=0,
-                error="",
-                ended_at=datetime.now(UTC),
-            )
-            for c in claimed
-        ],
-    )
-    return sorted(c.task_id for c in claimed)
-
-
 async def test_a_pass_whose_state_moved_underneath_rolls_back_and_plans_the_run_again_in_full(
     engine: AsyncEngine,
 ) -> None:
@@ -205,7 +181,7 @@ async def test_a_pass_whose_state_moved_underneath_rolls_back_and_plans_the_run_
         await conn.execute(
             text("UPDATE task_instances SET state = 'skipped' WHERE id = :id"), {"id": ids["b"]}
         )
-    assert await _finish_claimed(engine) == ["a"]
+    assert await finish_all_running(engine) == ["a"]
     # Incrementally, only a is read again: the pass would queue b, whose guarded write finds it moved.
     assert await loop.evaluate({run.pk: {ids["a"]}}) == 0
     states = {tid: state for tid, (_, state, _) in (await _rows(engine, run.pk)).items()}
