@@ -44,6 +44,9 @@ class ClaimedAttempt:
     #: The attempt's commit secret (only its SHA-256 is stored): a transactional task proves with it
     #: that it commits its own attempt. Handed to that attempt's process alone, never logged.
     commit_secret: str = field(default="", repr=False)
+    #: The task instance has a successor hand-off (``schedd_core.handoffs``): its worker's registry
+    #: keeps the slot it frees for the successor while it applies the success.
+    hands_off: bool = False
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ class PassOutcome:
     #: Runs in which the pass expanded a mapped task (removed its placeholder): the leader reads them
     #: in full next time.
     expanded_runs: set[int] = field(default_factory=set)
+    #: The successor hand-offs written (``schedd_core.handoffs``), by run: source key -> target key.
+    handoffs: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
 class Ready(NamedTuple):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
@@ -23,23 +23,39 @@ class Claims(Protocol):
 
     async def claim(self, *, slots: Sequence[str], queues: Sequence[str]) -> list[ClaimedWork]: ...
 
+    async def hand_off(self, conn: Any, sources: Sequence[tuple[int, str]]) -> dict[int, ClaimedWork]: ...
+
+
+class Built(NamedTuple):
+    """An assignment for the worker ``worker_id``; ``hands_off``: its task instance has a successor
+    hand-off (its worker's registry keeps the slot it frees for the successor)."""
+
+    worker_id: str
+    assignment: worker_pb2.Assignment
+    hands_off: bool = False
+
 
 class AssignmentBuilder:
     def __init__(self, claims: Claims) -> None:
         self._claims = claims
 
-    async def claim(
-        self, *, slots: Sequence[str], queues: Sequence[str]
-    ) -> list[tuple[str, worker_pb2.Assignment]]:
+    async def claim(self, *, slots: Sequence[str], queues: Sequence[str]) -> list[Built]:
         """Claim queued task instances for the workers in ``slots`` (a worker id per free slot) and
         build their assignments; the claim, the specs and the upstream results are read in one
-        transaction (see ``claims``). Returns ``(worker_id, assignment)`` pairs."""
+        transaction (see ``claims``)."""
         if not slots:
             return []
-        return [
-            (w.attempt.worker_id, assignment_of(w))
-            for w in await self._claims.claim(slots=slots, queues=queues)
-        ]
+        return [_built(w) for w in await self._claims.claim(slots=slots, queues=queues)]
+
+    async def hand_off(self, conn: Any, sources: Sequence[tuple[int, str]]) -> dict[int, Built]:
+        """Inside the transaction ``conn`` that applied the successes of ``sources`` (task instance
+        id, reporting worker), claim their successors' hand-offs and build their assignments; by
+        source."""
+        return {source: _built(w) for source, w in (await self._claims.hand_off(conn, sources)).items()}
+
+
+def _built(work: ClaimedWork) -> Built:
+    return Built(work.attempt.worker_id, assignment_of(work), work.attempt.hands_off)
 
 
 def assignment_of(work: ClaimedWork) -> worker_pb2.Assignment:

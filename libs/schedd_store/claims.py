@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from schedd_core.claims import ClaimedWork
-from schedd_store import dispatch
+from schedd_core.claims import ClaimedAttempt, ClaimedWork
+from schedd_store import dispatch, handoffs
 from schedd_store.versions import VersionCache
 
 
@@ -31,21 +31,35 @@ class AssignmentClaims:
             return []
         async with self._engine.begin() as conn:
             claimed = await dispatch.claim_in(conn, slots=slots, queues=queues)
-            if not claimed:
-                return []
-            await self._versions.load(conn, {c.dag_version_id for c in claimed})
-            upstream = {
-                up
-                for c in claimed
-                for up in self._versions.task(c.dag_version_id, c.task_id).upstream
-                # a mapped upstream task's results are a list even when none of its instances stored one
-                if c.run_has_results or self._versions.task(c.dag_version_id, up).HasField("mapping")
-            }
-            results = (
-                await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))
-                if upstream
-                else {}
-            )
+            return await self._work(conn, claimed)
+
+    async def hand_off(
+        self, conn: AsyncConnection, sources: Sequence[tuple[int, str]]
+    ) -> dict[int, ClaimedWork]:
+        """Inside the transaction ``conn`` that applied the successes of ``sources`` (task instance
+        id, reporting worker): claim their successors' hand-offs (``schedd_store.handoffs``), each for
+        the worker beside it, with what their assignments are built from; by source."""
+        claimed = await handoffs.hand_off(conn, sources)
+        work = await self._work(conn, list(claimed.values()))
+        return {source: w for source, w in zip(claimed, work, strict=True)}
+
+    async def _work(self, conn: AsyncConnection, claimed: Sequence[ClaimedAttempt]) -> list[ClaimedWork]:
+        """``claimed`` with their specs and upstream results, read in the claiming transaction."""
+        if not claimed:
+            return []
+        await self._versions.load(conn, {c.dag_version_id for c in claimed})
+        upstream = {
+            up
+            for c in claimed
+            for up in self._versions.task(c.dag_version_id, c.task_id).upstream
+            # a mapped upstream task's results are a list even when none of its instances stored one
+            if c.run_has_results or self._versions.task(c.dag_version_id, up).HasField("mapping")
+        }
+        results = (
+            await dispatch.upstream_results(conn, [c.run_pk for c in claimed], sorted(upstream))
+            if upstream
+            else {}
+        )
         work = []
         for c in claimed:
             task = self._versions.task(c.dag_version_id, c.task_id)

@@ -17,7 +17,7 @@ only *marked* here; the leading scheduler fails them over, fenced, on the
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,31 +82,34 @@ async def claim_in(
     rows = (
         await conn.execute(sql.CLAIM_TASK_INSTANCES, {"slots": list(slots), "queues": list(queues)})
     ).all()
-    return [
-        ClaimedAttempt(
-            ti_id=r.id,
-            task_id=r.task_id,
-            try_number=r.try_number,
-            attempt_id=str(r.attempt_id),
-            dag_id=r.dag_id,
-            run_id=r.run_id,
-            run_pk=r.run_pk,
-            logical_date=r.logical_date,
-            dag_version_id=r.dag_version_id,
-            conf=r.conf or {},
-            run_has_results=r.run_has_results,
-            worker_id=r.worker_id,
-            run_type=r.run_type,
-            data_interval_start=r.data_interval_start,
-            data_interval_end=r.data_interval_end,
-            queued_at=r.queued_at,
-            trace_context=r.trace_context or "",
-            first_poke_at=r.first_poke_at,
-            map_index=r.map_index,
-            commit_secret=r.commit_secret,
-        )
-        for r in rows
-    ]
+    return [claimed_attempt(r) for r in rows]
+
+
+def claimed_attempt(r: Any) -> ClaimedAttempt:
+    """A row of a claim (``statements.dispatch._CLAIM_TAIL``) as the attempt it records."""
+    return ClaimedAttempt(
+        ti_id=r.id,
+        task_id=r.task_id,
+        try_number=r.try_number,
+        attempt_id=str(r.attempt_id),
+        dag_id=r.dag_id,
+        run_id=r.run_id,
+        run_pk=r.run_pk,
+        logical_date=r.logical_date,
+        dag_version_id=r.dag_version_id,
+        conf=r.conf or {},
+        run_has_results=r.run_has_results,
+        worker_id=r.worker_id,
+        run_type=r.run_type,
+        data_interval_start=r.data_interval_start,
+        data_interval_end=r.data_interval_end,
+        queued_at=r.queued_at,
+        trace_context=r.trace_context or "",
+        first_poke_at=r.first_poke_at,
+        map_index=r.map_index,
+        commit_secret=r.commit_secret,
+        hands_off=r.hands_off,
+    )
 
 
 async def upstream_results(
@@ -124,11 +127,20 @@ async def upstream_results(
     return {(r.run_pk, r.task_id): r.result for r in rows}
 
 
-async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -> list[ReportStatus]:
+#: Called inside the transaction that applied results, with the task instances that succeeded and
+#: whose results asked for their hand-off (id, reporting worker): ``AssignmentClaims.hand_off``.
+HandOff = Callable[[AsyncConnection, list[tuple[int, str]]], Awaitable[None]]
+
+
+async def apply_results(
+    engine: AsyncEngine, results: Sequence[AttemptResult], *, hand_off: HandOff | None = None
+) -> list[ReportStatus]:
     """Apply a batch of attempt results in one transaction and wake the scheduler for their runs.
 
     Returns one status per result, in order. Abandoned attempts are marked lost (the scheduler
-    fails them over) and count as applied.
+    fails them over) and count as applied. ``hand_off`` is called in the same transaction with the
+    successes of results that ask for it (``AttemptResult.hand_off``): what it claims commits with
+    them, or nothing does.
     """
     if not results:
         return []
@@ -157,6 +169,15 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
             applied = {str(r.attempt_id): r.run_pk for r in rows}
             if any(r.callbacks for r in rows):
                 await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+            if hand_off is not None:
+                asked = {r.attempt_id: r.worker_id for r in finished if r.hand_off}
+                sources = [
+                    (r.id, asked[str(r.attempt_id)])
+                    for r in rows
+                    if r.state == TaskState.SUCCESS and str(r.attempt_id) in asked
+                ]
+                if sources:
+                    await hand_off(conn, sources)
         if sensed:
             applied |= await apply_sensor_outcomes(conn, sensed)
         if abandoned:

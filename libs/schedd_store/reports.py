@@ -34,3 +34,6 @@ class AttemptResult:
     reschedule_at: datetime | None = None
     #: A soft-fail sensor passed its timeout: the task is skipped.
     skipped: bool = False
+    #: The reporting worker keeps the slot this attempt frees for its successor's hand-off
+    #: (``schedd_store.handoffs``): claim it in the same transaction, if it holds.
+    hand_off: bool = False

@@ -15,17 +15,19 @@ lands or none does. The leader then plans those runs again from fresh state.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from schedd_core.errors import IllegalTransition
 from schedd_core.graph import DagGraph
+from schedd_core.handoffs import Handoff
 from schedd_core.pass_plan import PlannedRun
 from schedd_core.pass_writes import PassOutcome, PassWrites, decide_writes, ready_candidates
 from schedd_core.states import TaskState, allowed_run_sources, allowed_task_sources
 from schedd_store import channels, statements as sql
 from schedd_store.admission import admit_ready
 from schedd_store.fence import FencedConnection
+from schedd_store.handoffs import write_handoffs
 
 
 async def apply_plans(
@@ -36,13 +38,17 @@ async def apply_plans(
     graph_of: Callable[[int], DagGraph] | None = None,
     load_graphs: Callable[[FencedConnection, set[int]], Any] | None = None,
     rng: random.Random | None = None,
+    handoffs: Sequence[Handoff] = (),
+    ti_ids: Mapping[int, Mapping[str, int]] | None = None,
 ) -> PassOutcome:
     """Write every plan of one scheduling pass, admitting ready task instances under pools and limits.
 
     ``graph_of(version_id)`` gives the graph of task instances waiting in other runs (for their
     DAG and task limits); ``load_graphs(conn, version_ids)`` makes sure those are available.
     Every pass admits, even with nothing newly ready: the runs it evaluates may have freed pool
-    slots or limits that task instances of other runs wait for.
+    slots or limits that task instances of other runs wait for. ``handoffs``
+    (``schedd_core.handoffs``; keys resolved with ``ti_ids`` by run, else those of ``plans``) are
+    written after the task instances are created; the outcome says which (``PassOutcome.handoffs``).
     """
     ready = ready_candidates(plans)
     graphs_by_dag = {p.run.dag_id: p.graph for p in plans}
@@ -50,10 +56,19 @@ async def apply_plans(
         conn, [r.candidate for r in ready], graphs_by_dag, graph_of, load_graphs
     )
     writes = decide_writes(plans, ready, admitted, waiting_run, (rng or random.Random()).random)
-    return await apply_writes(conn, token, writes)
+    if ti_ids is None:
+        ti_ids = {p.run.pk: p.run.ti_ids for p in plans}
+    return await apply_writes(conn, token, writes, handoffs=handoffs, ti_ids=ti_ids)
 
 
-async def apply_writes(conn: FencedConnection, token: int, writes: PassWrites) -> PassOutcome:
+async def apply_writes(
+    conn: FencedConnection,
+    token: int,
+    writes: PassWrites,
+    *,
+    handoffs: Sequence[Handoff] = (),
+    ti_ids: Mapping[int, Mapping[str, int]] | None = None,
+) -> PassOutcome:
     """Make the writes of one pass, in their order, checking every guarded statement's row count
     (a shortfall raises :class:`IllegalTransition`; the caller's transaction then rolls back).
     Returns ``writes.outcome``, completed with what only the writes tell: the task instances queued
@@ -63,6 +78,7 @@ async def apply_writes(conn: FencedConnection, token: int, writes: PassWrites) -
         rows = (await conn.execute(sql.REMOVE_PLACEHOLDERS, {"ids": writes.remove})).all()
         _expect("remove the placeholders of task instances", writes.remove, rows)
     created, queues = await _create(conn, token, writes)
+    outcome.handoffs = await write_handoffs(conn, token, handoffs, ti_ids or {}, created)
     await _finish_unrun(conn, token, writes, created)
     if writes.retries:
         ids = [r.ti_id for r in writes.retries]

@@ -28,7 +28,7 @@ from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff
 from schedd_core.clock import Clock, SystemClock
 from schedd_core.limits import MAX_ASSIGNMENT_BYTES
-from schedd_exec.assignments import AssignmentBuilder
+from schedd_exec.assignments import AssignmentBuilder, Built
 from schedd_faults import FaultPoints
 from schedd_registry.sessions import WorkerSession
 from schedd_store import dispatch
@@ -63,6 +63,10 @@ class Dispatcher:
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
         self._turn = 0
+
+    @property
+    def builder(self) -> AssignmentBuilder:
+        return self._builder
 
     def attach(self, session: WorkerSession) -> None:
         self._sessions[session.worker_id] = session
@@ -125,31 +129,45 @@ class Dispatcher:
             if not claimed:
                 continue
             self._faults.hit("registry.claimed")
-            if self._on_assigned is not None:  # before sending: it may set the assignments' traceparent
-                self._on_assigned([assignment for _, assignment in claimed])
-            per_worker: dict[str, list[worker_pb2.Assignment]] = {}
-            too_big: list[tuple[str, worker_pb2.Assignment]] = []
-            for worker_id, assignment in claimed:
-                if assignment.ByteSize() > MAX_ASSIGNMENT_BYTES:
-                    too_big.append((worker_id, assignment))
-                else:
-                    per_worker.setdefault(worker_id, []).append(assignment)
-            for session in members:
-                batch = per_worker.get(session.worker_id)
-                if batch:
-                    session.credits -= len(batch)
-                    for part in split_by_size(batch, BATCH_BYTES):
-                        session.send(
-                            worker_pb2.RegistryMessage(
-                                assignments=worker_pb2.AssignmentBatch(assignments=part)
-                            )
-                        )
-                    session.sent_assignments([a.attempt for a in batch])
-            if too_big:
-                await self._fail_undeliverable(too_big)
+            await self._deliver(claimed, members)
             if len(claimed) == len(slots):
                 more = True
         return more
+
+    async def _deliver(self, claimed: Sequence[Built], members: Sequence[WorkerSession]) -> None:
+        """Send each of ``members`` its share of ``claimed`` (each member's credits cover its share)
+        and fail those too large to deliver."""
+        if self._on_assigned is not None:  # before sending: it may set the assignments' traceparent
+            self._on_assigned([b.assignment for b in claimed])
+        per_worker: dict[str, list[Built]] = {}
+        too_big: list[tuple[str, worker_pb2.Assignment]] = []
+        for built in claimed:
+            if built.assignment.ByteSize() > MAX_ASSIGNMENT_BYTES:
+                too_big.append((built.worker_id, built.assignment))
+            else:
+                per_worker.setdefault(built.worker_id, []).append(built)
+        for session in members:
+            batch = per_worker.get(session.worker_id)
+            if batch:
+                session.credits -= len(batch)
+                assignments = [b.assignment for b in batch]
+                for part in split_by_size(assignments, BATCH_BYTES):
+                    session.send(
+                        worker_pb2.RegistryMessage(assignments=worker_pb2.AssignmentBatch(assignments=part))
+                    )
+                session.sent_assignments([a.attempt for a in assignments])
+                session.hands_off.update(b.assignment.attempt.attempt_id for b in batch if b.hands_off)
+        if too_big:
+            await self._fail_undeliverable(too_big)
+
+    async def hand_off_done(self, session: WorkerSession, handed: Built | None) -> None:
+        """The result for which ``session`` kept a credit (:meth:`WorkerSession.keep_for_hand_off`)
+        was applied: send the successor it claimed, or give the credit back to the dispatcher."""
+        session.credits += 1
+        if handed is not None:
+            await self._deliver([handed], [session])
+        else:
+            self._wake.set()
 
     async def _fail_undeliverable(self, assignments: list[tuple[str, worker_pb2.Assignment]]) -> None:
         """Fail attempts claimed for a worker (the first of each pair) that cannot be sent to it."""

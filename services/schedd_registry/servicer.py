@@ -19,10 +19,10 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
@@ -32,6 +32,7 @@ from schedd_core.errors import InvalidArgument, PermissionDenied, quote
 from schedd_core.limits import MAX_ERROR_CHARS, MAX_LOG_CHUNK_BYTES, MAX_RESULT_BYTES
 from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
+from schedd_exec.assignments import Built
 from schedd_registry.bundles import stream_bundle
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
@@ -42,6 +43,15 @@ from schedd_store.batching import Batcher
 from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
 
 log = logging.getLogger(__name__)
+
+
+class Applied(NamedTuple):
+    """How a result was applied, and the successor handed off to its worker in the same
+    transaction (``schedd_store.handoffs``), if any."""
+
+    status: ReportStatus
+    handed: Built | None
+
 
 _ACK_CODE = {
     ReportStatus.APPLIED: grpc.StatusCode.OK,
@@ -68,9 +78,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         self._clock = clock or SystemClock()
         self._dispatcher = dispatcher
         self._config = config
-        self.results: Batcher[AttemptResult, ReportStatus] = Batcher(
-            "results", lambda batch: dispatch.apply_results(engine, batch)
-        )
+        self.results: Batcher[AttemptResult, Applied] = Batcher("results", self._apply_results)
         self.logs: Batcher[LogChunk, None] = Batcher("logs", self._append_logs)
         self._background: set[asyncio.Task[None]] = set()
         #: Receives workers' answers to callbacks (set by the callback relay), with the answering
@@ -78,6 +86,18 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         self.on_callback_done: Callable[[str, worker_pb2.CallbackDone], None] | None = None
         #: Receives every result this registry applied (not repeated or stale ones): metrics.
         self.on_applied: Callable[[worker_pb2.TaskResult], None] | None = None
+
+    async def _apply_results(self, batch: Sequence[AttemptResult]) -> list[Applied]:
+        """Apply ``batch`` in one transaction, claiming in it the successors handed off by the
+        successes that kept a credit for them (``schedd_store.handoffs``)."""
+        handed: dict[int, Built] = {}
+
+        async def hand_off(conn: AsyncConnection, sources: list[tuple[int, str]]) -> None:
+            handed.clear()  # a transaction tried again starts afresh
+            handed.update(await self._dispatcher.builder.hand_off(conn, sources))
+
+        statuses = await dispatch.apply_results(self._engine, batch, hand_off=hand_off)
+        return [Applied(status, handed.get(r.ti_id)) for status, r in zip(statuses, batch, strict=True)]
 
     async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
         await dispatch.append_logs(self._engine, chunks)
@@ -298,9 +318,11 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             if result.outcome == worker_pb2.TASK_OUTCOME_RESCHEDULED and result.HasField("reschedule_time")
             else None,
             skipped=result.outcome == worker_pb2.TASK_OUTCOME_SKIPPED,
+            hand_off=result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED
+            and session.keep_for_hand_off(result.attempt.attempt_id),
         )
         try:
-            status = await retry(
+            applied = await retry(
                 lambda: self.results.submit(item),
                 Backoff(0.05, MAX_RETRY_DELAY),
                 retry_on=lambda _exc: not session.closed,
@@ -310,6 +332,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             )
         except Exception:
             return  # the stream closed: the worker keeps the result and sends it again on its next one
+        status = applied.status
         if status == ReportStatus.APPLIED and self.on_applied is not None:
             self.on_applied(result)
         code = _ACK_CODE[status]
@@ -323,6 +346,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 ack=worker_pb2.ReportAck(attempt=result.attempt, code=code.value[0], message=message)
             )
         )
+        if item.hand_off:
+            await self._dispatcher.hand_off_done(session, applied.handed)
 
 
 def _check_caller(caller: principal.Principal | None, worker_id: str, queues: tuple[str, ...]) -> None:

@@ -30,6 +30,21 @@ class WorkerSession:
     #: how many were sent (and accounted for) before the first of them.
     unconfirmed: deque[worker_pb2.AttemptRef] = field(default_factory=deque)
     confirmed_count: int = 0
+    #: Attempts sent on this stream whose task instances had a successor hand-off when claimed.
+    hands_off: set[str] = field(default_factory=set)
+
+    def keep_for_hand_off(self, attempt_id: str) -> bool:
+        """Whether to keep a credit for the hand-off of ``attempt_id``, which just ended: it had one
+        when claimed, and the worker has a credit to keep (it sends one for the slot the attempt
+        freed) and is not draining. A kept credit is spent on the successor or given back
+        (``Dispatcher.hand_off_done``)."""
+        if attempt_id not in self.hands_off:
+            return False
+        self.hands_off.discard(attempt_id)
+        if self.credits <= 0 or self.draining:
+            return False
+        self.credits -= 1
+        return True
 
     def send(self, message: worker_pb2.RegistryMessage) -> None:
         if not self.closed:

@@ -154,8 +154,8 @@ class LocalExecutor:
                 if free <= 0 or not self._permit.may_start():
                     continue
                 claimed = await self._builder.claim(slots=[self._worker_id] * free, queues=self._queues)
-                for _, assignment in claimed:
-                    self._executor.submit(assignment)
+                for built in claimed:
+                    self._executor.submit(built.assignment)
                 if len(claimed) == free:
                     self._wake.set()  # there may be more
         finally:

@@ -44,6 +44,7 @@ from schedd_core import pass_plan
 from schedd_core.backoff import Backoff
 from schedd_core.deadlines import waits_for_time
 from schedd_core.errors import FencedOut, IllegalTransition, LeaseExpired
+from schedd_core.handoffs import plan_handoffs
 from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
 from schedd_core.pass_writes import PassOutcome
 from schedd_core.planner import MapLengths
@@ -209,7 +210,10 @@ class SchedulingLoop:
             if run.pk in outcome.finished_runs or run.pk in outcome.expanded_runs:
                 self._cache.drop(run.pk)
             else:
-                self._cache.keep(run, outcome.written.get(run.pk, set()))
+                # A run read in full had its hand-offs reviewed in full: those written now are all.
+                known = self._cache.handoffs(run.pk) if run.changed is not None else {}
+                handoffs = known | outcome.handoffs.get(run.pk, {})
+                self._cache.keep(run, outcome.written.get(run.pk, set()), handoffs)
         for pk, written in outcome.written.items():
             self._cache.mark_written(pk, written)
         self._pending.add(wake)
@@ -269,6 +273,8 @@ class SchedulingLoop:
         planned = pass_plan.plan_runs(
             loaded, graph_of, running=running, past=past, max_map_length=self._max_map_length
         )
+        # Also runs whose plans change nothing (dropped below): a success may complete a hand-off.
+        handoffs = plan_handoffs(planned, {r.pk: self._cache.handoffs(r.pk) for r in loaded})
         wanted = pass_plan.to_measure(planned)
         lengths: Mapping[int, MapLengths] = {}
         if wanted:
@@ -278,7 +284,13 @@ class SchedulingLoop:
             planned, past=past, map_lengths=lengths, max_map_length=self._max_map_length
         )
         outcome = await scheduling.apply_plans(
-            conn, self._fence.token, planned, graph_of=graph_of, load_graphs=self._versions.load
+            conn,
+            self._fence.token,
+            planned,
+            graph_of=graph_of,
+            load_graphs=self._versions.load,
+            handoffs=handoffs,
+            ti_ids={r.pk: r.ti_ids for r in loaded},
         )
         if any(_waits_for_time(run) for run in loaded):
             outcome.deadlines_changed = True  # e.g. a sensor just rescheduled: the timer must look again

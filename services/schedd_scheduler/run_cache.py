@@ -31,6 +31,8 @@ class CachedRun:
     tries: dict[str, int]
     #: Task instances the leader wrote in the last pass over the run: read again before planning it.
     dirty: set[int] = field(default_factory=set)
+    #: The successor hand-offs the leader wrote for the run in this term: source key -> target key.
+    handoffs: dict[str, str] = field(default_factory=dict)
 
 
 class RunCache:
@@ -45,14 +47,22 @@ class RunCache:
     def get(self, run_pk: int) -> CachedRun | None:
         return self._runs.get(run_pk)
 
-    def keep(self, run: PlanningRun, dirty: set[int]) -> None:
-        """Remember ``run`` as planned (its task instances as read), with the ones just written."""
+    def keep(self, run: PlanningRun, dirty: set[int], handoffs: dict[str, str] | None = None) -> None:
+        """Remember ``run`` as planned (its task instances as read), with the ones just written and
+        the hand-offs in place."""
         self.drop(run.pk)
-        self._runs[run.pk] = CachedRun(run.control_version, run.tasks, run.ti_ids, run.tries, dirty)
+        self._runs[run.pk] = CachedRun(
+            run.control_version, run.tasks, run.ti_ids, run.tries, dirty, handoffs or {}
+        )
         self._tasks += len(run.tasks)
         while self._tasks > self._max_tasks and len(self._runs) > 1:
             _, evicted = self._runs.popitem(last=False)
             self._tasks -= len(evicted.tasks)
+
+    def handoffs(self, run_pk: int) -> dict[str, str]:
+        """The hand-offs the leader wrote for a known run in this term (none for an unknown run)."""
+        entry = self._runs.get(run_pk)
+        return entry.handoffs if entry is not None else {}
 
     def mark_written(self, run_pk: int, ti_ids: set[int]) -> None:
         """The leader wrote these task instances of a known run (admitting what waited in a pool):

@@ -25,6 +25,7 @@ class FakeRun:
     age: float | None = None
     paused: bool = False
     backfill_id: int | None = None
+    control_version: int = 0
     tasks: dict[str, TaskSnapshot] = field(default_factory=dict)
     ti_ids: dict[str, int] = field(default_factory=dict)
     tries: dict[str, int] = field(default_factory=dict)

@@ -145,6 +145,11 @@ from schedd_store.statements.fencing import (
     set_local_lock_timeout as set_local_lock_timeout,
 )
 from schedd_store.statements.guards import GUARDS as GUARDS
+from schedd_store.statements.handoffs import (
+    CLAIM_HANDED_OFF as CLAIM_HANDED_OFF,
+    HAND_OFF as HAND_OFF,
+    SET_HANDOFFS as SET_HANDOFFS,
+)
 from schedd_store.statements.occupancy import (
     COMPACT_OCCUPANCY as COMPACT_OCCUPANCY,
     COUNTED_DAG_OCCUPANCY as COUNTED_DAG_OCCUPANCY,

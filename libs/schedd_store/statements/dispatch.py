@@ -8,32 +8,21 @@ from schedd_store.statements.guards import _guarded, _sql
 
 # --- dispatch (registry) ---------------------------------------------------------------------------
 
-#: Claims queued task instances of the given queues for the workers in :slots (a worker id per free
-#: slot; the first slots get the most important task instances), highest priority first, oldest
-#: logical date first among equals. Each queue is read on its own (a LATERAL index scan of
-#: task_instances_claim_idx that stops after as many rows as there are slots), so a claim costs the
-#: same with 100,000 task instances queued as with ten. SKIP LOCKED lets several registries claim side
-#: by side without ever handing out one attempt twice. Records each attempt in task_attempts.
-#: Each attempt gets a random commit secret, returned here and stored only as its SHA-256 (the
-#: proof a transactional task gives schedd_commit_attempt; migration 0019), and the DAG version its
-#: run is pinned to at this moment (the code the attempt runs).
-CLAIM_TASK_INSTANCES = _guarded(
-    "WITH candidates AS ("
-    "  SELECT c.id, c.priority_weight, c.logical_date FROM unnest(CAST(:queues AS text[])) AS q(name) "
-    "  CROSS JOIN LATERAL (SELECT id, priority_weight, logical_date FROM task_instances "
-    "    WHERE state = 'queued' AND queue = q.name ORDER BY priority_weight DESC, logical_date, id "
-    "    LIMIT cardinality(CAST(:slots AS text[])) FOR UPDATE SKIP LOCKED) AS c"
-    "), claimable AS ("
-    "  SELECT id, row_number() OVER (ORDER BY priority_weight DESC, logical_date, id) AS n FROM candidates "
-    "  ORDER BY priority_weight DESC, logical_date, id LIMIT cardinality(CAST(:slots AS text[]))"
-    "), slots AS ("
-    "  SELECT worker_id, n FROM unnest(CAST(:slots AS text[])) WITH ORDINALITY AS s(worker_id, n)"
-    "), claimed AS ("
+#: What a claim does once it knows which task instances go to which worker: a CTE ``claimable``
+#: (``id``, ``n``) and a CTE ``slots`` (``worker_id``, ``n``) pair them; this moves them to running,
+#: records their attempts (each with a random commit secret, returned here and stored only as its
+#: SHA-256: the proof a transactional task gives schedd_commit_attempt; migration 0019, and the DAG
+#: version its run is pinned to at this moment: the code the attempt runs) and returns what their
+#: assignments are built from. ``hands_off``: the task instance has a successor hand-off
+#: (``schedd_store.handoffs``).
+_CLAIM_TAIL = (
+    "claimed AS ("
     "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
     "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
     "  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) "
     "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.map_index, ti.try_number, ti.attempt_id, ti.worker_id, "
-    "  ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret"
+    "  ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret, "
+    "  ti.handoff_ti IS NOT NULL AS hands_off"
     "), recorded AS ("
     "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, commit_secret_hash, "
     "  dag_version_id) "
@@ -45,8 +34,28 @@ CLAIM_TASK_INSTANCES = _guarded(
     "r.run_id, r.logical_date, r.dag_version_id, r.conf, r.run_type, r.data_interval_start, "
     "r.data_interval_end, c.queued_at, r.trace_context, c.first_poke_at, "
     "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
-    "AS run_has_results, c.commit_secret "
-    "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk",
+    "AS run_has_results, c.commit_secret, c.hands_off "
+    "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+)
+
+#: Claims queued task instances of the given queues for the workers in :slots (a worker id per free
+#: slot; the first slots get the most important task instances), highest priority first, oldest
+#: logical date first among equals. Each queue is read on its own (a LATERAL index scan of
+#: task_instances_claim_idx that stops after as many rows as there are slots), so a claim costs the
+#: same with 100,000 task instances queued as with ten. SKIP LOCKED lets several registries claim side
+#: by side without ever handing out one attempt twice. Then :data:`_CLAIM_TAIL`.
+CLAIM_TASK_INSTANCES = _guarded(
+    "WITH candidates AS ("
+    "  SELECT c.id, c.priority_weight, c.logical_date FROM unnest(CAST(:queues AS text[])) AS q(name) "
+    "  CROSS JOIN LATERAL (SELECT id, priority_weight, logical_date FROM task_instances "
+    "    WHERE state = 'queued' AND queue = q.name ORDER BY priority_weight DESC, logical_date, id "
+    "    LIMIT cardinality(CAST(:slots AS text[])) FOR UPDATE SKIP LOCKED) AS c"
+    "), claimable AS ("
+    "  SELECT id, row_number() OVER (ORDER BY priority_weight DESC, logical_date, id) AS n FROM candidates "
+    "  ORDER BY priority_weight DESC, logical_date, id LIMIT cardinality(CAST(:slots AS text[]))"
+    "), slots AS ("
+    "  SELECT worker_id, n FROM unnest(CAST(:slots AS text[])) WITH ORDINALITY AS s(worker_id, n)"
+    "), " + _CLAIM_TAIL,
     ti=({TaskState.QUEUED}, {TaskState.RUNNING}),
 )
 
@@ -95,7 +104,7 @@ APPLY_RESULTS = _guarded(
     "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
     "  WHERE a.attempt_id = r.attempt_id AND a.state = ANY(:attempt_sources)"
     ") "
-    f"SELECT id, run_pk, attempt_id, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text), "
+    f"SELECT id, run_pk, attempt_id, state, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text), "
     f"(SELECT count(*) FROM callbacks) AS callbacks FROM applied",
     ti=({TaskState.RUNNING}, {TaskState.SUCCESS, TaskState.FAILED, TaskState.UP_FOR_RETRY}),
     attempt=({AttemptState.RUNNING}, {AttemptState.SUCCESS, AttemptState.FAILED}),

@@ -1,0 +1,93 @@
+"""Statements: successor hand-offs (``schedd_core.handoffs``, ``schedd_store.handoffs``)."""
+
+from __future__ import annotations
+
+from schedd_core.states import TaskState
+from schedd_store import channels
+from schedd_store.statements.dispatch import _CLAIM_TAIL
+from schedd_store.statements.guards import _guarded, _sql
+
+# --- successor hand-offs ---------------------------------------------------------------------------
+
+#: The leader's hand-offs (inside its fenced pass): for each :sources task instance, the
+#: :targets task instance that may start when it succeeds, the task instances that must have
+#: succeeded by then (the pairs :after_of / :after_ids), the term (:token) and the control version of
+#: the run it was planned at (:controls). Rows another transaction holds are skipped (SKIP LOCKED),
+#: and rows that already say the same are not written again. Returns the rows in place.
+SET_HANDOFFS = _sql(
+    "WITH h AS (SELECT * FROM unnest(CAST(:sources AS bigint[]), CAST(:targets AS bigint[]), "
+    "  CAST(:controls AS int[])) AS h(source, target, control)), "
+    "free AS (SELECT t.id FROM task_instances t JOIN h ON h.source = t.id ORDER BY t.id "
+    "  FOR UPDATE OF t SKIP LOCKED), "
+    "written AS ("
+    "  UPDATE task_instances t SET handoff_ti = h.target, handoff_token = :token, "
+    "  handoff_control = h.control, handoff_after = ARRAY("
+    "    SELECT a.after_id FROM unnest(CAST(:after_of AS bigint[]), CAST(:after_ids AS bigint[])) "
+    "    AS a(source, after_id) WHERE a.source = h.source) "
+    "  FROM h JOIN free ON free.id = h.source WHERE t.id = h.source "
+    "  AND (t.handoff_ti, t.handoff_token, t.handoff_control) IS DISTINCT FROM (h.target, :token, h.control) "
+    "  RETURNING t.id"
+    ") "
+    "SELECT id FROM free"
+)
+
+#: Queues the hand-off of each :sources task instance that just succeeded, for the worker beside it
+#: (:worker_ids, the one that reported the success), when everything the leader assumed still holds,
+#: checked here under the fence row's shared lock:
+#: - the hand-off is of the current term (the fence's token) and of the run's current control
+#:   version (no clear, mark or cancel since), the run is running and its DAG is not paused;
+#: - the source succeeded, the target has not started (none or scheduled), and every task instance
+#:   the hand-off waits for succeeded;
+#: - the worker is active and serves the target's queue;
+#: - the target takes no more of the pool than the source gave back, nothing waits in that pool for
+#:   a slot, the pool is within its size, and no task instance of higher priority waits in the
+#:   target's queue.
+#: Stamps the queued rows with the fence token and wakes the leader for them (it plans their runs
+#: knowing they started). Returns each queued task instance with its source and worker.
+HAND_OFF = _guarded(
+    "WITH fence AS (SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE), "
+    "h AS (SELECT * FROM unnest(CAST(:sources AS bigint[]), CAST(:worker_ids AS text[])) "
+    "  AS h(source, worker_id)), "
+    "eligible AS ("
+    "  SELECT DISTINCT ON (y.id) y.id, h.source, h.worker_id FROM h "
+    "  JOIN task_instances x ON x.id = h.source "
+    "  JOIN task_instances y ON y.id = x.handoff_ti AND y.run_pk = x.run_pk "
+    "  JOIN dag_runs r ON r.id = x.run_pk "
+    "  JOIN dags d ON d.dag_id = r.dag_id "
+    "  JOIN workers w ON w.worker_id = h.worker_id "
+    "  JOIN pools p ON p.name = y.pool "
+    "  WHERE x.state = 'success' AND x.handoff_token = (SELECT token FROM fence) "
+    "  AND x.handoff_control = r.control_version AND r.state = 'running' AND NOT d.paused "
+    "  AND y.state = ANY(:ti_sources) AND w.state = 'active' AND y.queue = ANY(w.queues) "
+    "  AND y.pool = x.pool AND y.pool_slots <= x.pool_slots "
+    "  AND NOT EXISTS (SELECT 1 FROM task_instances u WHERE u.id = ANY(x.handoff_after) "
+    "    AND u.state <> 'success') "
+    "  AND NOT EXISTS (SELECT 1 FROM task_instances s WHERE s.state = 'scheduled' AND s.pool = y.pool) "
+    "  AND NOT EXISTS (SELECT 1 FROM task_instances q WHERE q.state = 'queued' AND q.queue = y.queue "
+    "    AND q.priority_weight > y.priority_weight) "
+    "  AND (SELECT COALESCE(sum(o.slots), 0) FROM ("
+    "    SELECT slots FROM pool_occupancy WHERE pool = y.pool "
+    "    UNION ALL SELECT slots FROM occupancy_deltas WHERE pool = y.pool) AS o) + y.pool_slots <= p.slots "
+    "  ORDER BY y.id"
+    "), queued AS ("
+    "  UPDATE task_instances t SET state = 'queued', "
+    "  try_number = try_number + CASE WHEN first_poke_at IS NULL THEN 1 ELSE 0 END, "
+    "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
+    "  claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, "
+    "  exit_code = NULL, error = NULL, fence_token = (SELECT token FROM fence) "
+    "  FROM eligible e WHERE t.id = e.id AND t.state = ANY(:ti_sources) "
+    "  RETURNING t.id, t.run_pk, e.source, e.worker_id"
+    ") "
+    f"SELECT id, source, worker_id, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text) "
+    "FROM queued",
+    ti=({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.QUEUED}),
+)
+
+#: Claims the task instances :ids, just queued by :data:`HAND_OFF`, each for the worker beside it
+#: (:worker_ids); then :data:`schedd_store.statements.dispatch._CLAIM_TAIL`.
+CLAIM_HANDED_OFF = _guarded(
+    "WITH claimable AS (SELECT id, n FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS c(id, n)), "
+    "slots AS (SELECT worker_id, n FROM unnest(CAST(:worker_ids AS text[])) "
+    "  WITH ORDINALITY AS s(worker_id, n)), " + _CLAIM_TAIL,
+    ti=({TaskState.QUEUED}, {TaskState.RUNNING}),
+)

@@ -1,0 +1,242 @@
+"""Successor hand-offs against the real store: the leader writes them in its fenced pass, the
+result transaction uses them, and every assumption the leader made is checked again at that moment
+(``schedd_store.handoffs``, ``statements.HAND_OFF``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from schedd.v1 import resources_pb2 as pb
+from schedd_core.claims import ClaimedAttempt, ClaimedWork
+from schedd_scheduler.loop import SchedulingLoop
+from schedd_store import dags, dispatch, runs
+from schedd_store.claims import AssignmentClaims
+from schedd_store.dispatch import AttemptResult, ReportStatus
+from schedd_store.fence import raise_fence
+from schedd_store.records import RunRecord
+
+from .helpers import leading_loop, registered_run, spec
+
+pytestmark = pytest.mark.integration
+
+CHAIN = {"a": [], "b": ["a"], "c": ["b"]}
+
+
+async def _worker(engine: AsyncEngine, worker_id: str = "w", queues: Sequence[str] = ("default",)) -> None:
+    await dispatch.register_worker(
+        engine,
+        worker_id=worker_id,
+        hostname="h",
+        queues=list(queues),
+        capacity=4,
+        code_version="",
+        registry="r",
+        incarnation="i",
+        running=[],
+        fence_window=10.0,
+        silence_limit=10.0,
+    )
+
+
+async def _succeed(
+    engine: AsyncEngine, claimed: ClaimedAttempt, *, hand_off: bool = True, succeeded: bool = True
+) -> dict[int, ClaimedWork]:
+    """Report ``claimed`` ended (asking for its hand-off) as its worker's registry does; returns what
+    the same transaction handed off, by source."""
+    handed: dict[int, ClaimedWork] = {}
+    claims = AssignmentClaims(engine)
+
+    async def take(conn: object, sources: list[tuple[int, str]]) -> None:
+        handed.update(await claims.hand_off(conn, sources))  # type: ignore[arg-type]
+
+    result = AttemptResult(
+        worker_id=claimed.worker_id,
+        ti_id=claimed.ti_id,
+        attempt_id=claimed.attempt_id,
+        try_number=claimed.try_number,
+        succeeded=succeeded,
+        exit_code=0 if succeeded else 1,
+        error="",
+        ended_at=datetime.now(UTC),
+        hand_off=hand_off,
+    )
+    (status,) = await dispatch.apply_results(engine, [result], hand_off=take)
+    assert status is ReportStatus.APPLIED
+    return handed
+
+
+async def _started(
+    engine: AsyncEngine, edges: dict[str, list[str]]
+) -> tuple[RunRecord, SchedulingLoop, ClaimedAttempt]:
+    """A run of ``edges`` planned by a leader (token 1), its first task claimed by worker ``w``."""
+    await _worker(engine)
+    run = await registered_run(engine, spec("handoffs", edges))
+    loop = await leading_loop(engine)
+    await loop.evaluate([run.pk])
+    (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=10)
+    return run, loop, claimed
+
+
+async def _states(engine: AsyncEngine) -> dict[str, str]:
+    run = await runs.get_run(engine, "handoffs", "r1")
+    return {t.task_id: t.state for t in run.task_instances}
+
+
+async def _ti_id(engine: AsyncEngine, task_id: str) -> int:
+    async with engine.connect() as conn:
+        found = await conn.execute(text("SELECT id FROM task_instances WHERE task_id = :t"), {"t": task_id})
+        return int(found.scalar_one())
+
+
+async def _sql(engine: AsyncEngine, statement: str, **params: object) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(text(statement), params)
+
+
+async def test_a_chain_runs_through_hand_offs_without_the_leader(engine: AsyncEngine) -> None:
+    run, loop, a = await _started(engine, CHAIN)
+    handed = await _succeed(engine, a)
+    (b,) = handed.values()
+    assert b.attempt.task_id == "b" and b.attempt.worker_id == "w" and b.attempt.hands_off
+    assert await _states(engine) == {"a": "success", "b": "running", "c": "none"}
+    (c,) = (await _succeed(engine, b.attempt)).values()
+    assert c.attempt.task_id == "c" and not c.attempt.hands_off
+    assert await _succeed(engine, c.attempt) == {}
+    # The leader, told of each change, finds nothing left to queue and finishes the run.
+    assert await loop.evaluate([run.pk]) == 0
+    assert (await runs.get_run(engine, "handoffs", "r1")).state == "success"
+
+
+async def test_the_handed_off_assignment_carries_its_upstream_result(engine: AsyncEngine) -> None:
+    _, _, a = await _started(engine, CHAIN)
+    claims = AssignmentClaims(engine)
+    handed: dict[int, ClaimedWork] = {}
+
+    async def take(conn: object, sources: list[tuple[int, str]]) -> None:
+        handed.update(await claims.hand_off(conn, sources))  # type: ignore[arg-type]
+
+    result = AttemptResult(
+        worker_id="w", ti_id=a.ti_id, attempt_id=a.attempt_id, try_number=a.try_number, succeeded=True,
+        exit_code=0, error="", ended_at=datetime.now(UTC), result_json='{"rows": 3}', hand_off=True,
+    )  # fmt: skip
+    await dispatch.apply_results(engine, [result], hand_off=take)
+    (b,) = handed.values()
+    assert b.upstream == {"a": {"rows": 3}}
+
+
+async def test_a_leader_that_sees_the_hand_off_queues_nothing_twice(engine: AsyncEngine) -> None:
+    run, loop, a = await _started(engine, CHAIN)
+    await _succeed(engine, a)
+    assert await loop.evaluate([run.pk]) == 0
+    assert await _states(engine) == {"a": "success", "b": "running", "c": "none"}
+    async with engine.connect() as conn:
+        attempts = (await conn.execute(text("SELECT count(*) FROM task_attempts"))).scalar()
+    assert attempts == 2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "a newer term raised the fence",
+        "the run was changed by hand",
+        "the run was cancelled",
+        "the DAG was paused",
+        "the worker drains",
+        "the worker does not serve the queue",
+        "a task instance waits in the pool",
+        "the pool shrank to nothing",
+        "a more important task waits in the queue",
+        "the successor was marked by hand",
+    ],
+)
+async def test_a_hand_off_whose_assumptions_moved_does_nothing(engine: AsyncEngine, change: str) -> None:
+    run, _, a = await _started(engine, CHAIN)
+    b_id = await _ti_id(engine, "b")
+    if change == "a newer term raised the fence":
+        await raise_fence(engine, 2, "test-2")
+    elif change == "the run was changed by hand":
+        await _sql(engine, "UPDATE dag_runs SET control_version = 7 WHERE id = :pk", pk=run.pk)
+    elif change == "the run was cancelled":
+        await _sql(engine, "UPDATE dag_runs SET state = 'failed' WHERE id = :pk", pk=run.pk)
+    elif change == "the DAG was paused":
+        await _sql(engine, "UPDATE dags SET paused = true WHERE dag_id = 'handoffs'")
+    elif change == "the worker drains":
+        await dispatch.mark_worker_draining(engine, "w")
+    elif change == "the worker does not serve the queue":
+        await _sql(engine, "UPDATE task_instances SET queue = 'gpu' WHERE id = :id", id=b_id)
+    elif change == "a task instance waits in the pool":
+        await dags.register_dag(engine, spec("other", {"x": []}))
+        other = await registered_run(engine, spec("other", {"x": []}), run_id="o1")
+        await _sql(
+            engine,
+            "INSERT INTO task_instances (run_pk, dag_id, task_id, state, pool, queue, logical_date) "
+            "SELECT :pk, 'other', 'x', 'scheduled', 'default_pool', 'default', now()",
+            pk=other.pk,
+        )
+    elif change == "the pool shrank to nothing":
+        await _sql(engine, "UPDATE pools SET slots = 0 WHERE name = 'default_pool'")
+    elif change == "a more important task waits in the queue":
+        other = await registered_run(engine, spec("other", {"x": []}), run_id="o1")
+        await _sql(
+            engine,
+            "INSERT INTO task_instances (run_pk, dag_id, task_id, state, pool, queue, logical_date, "
+            "priority_weight) SELECT :pk, 'other', 'x', 'queued', 'default_pool', 'default', now(), 100",
+            pk=other.pk,
+        )
+    elif change == "the successor was marked by hand":
+        await _sql(engine, "UPDATE task_instances SET state = 'skipped' WHERE id = :id", id=b_id)
+    assert await _succeed(engine, a) == {}
+    states = await _states(engine)
+    assert states["a"] == "success" and states["b"] in ("none", "skipped")
+
+
+async def test_a_failure_hands_nothing_off(engine: AsyncEngine) -> None:
+    _, _, a = await _started(engine, CHAIN)
+    assert await _succeed(engine, a, succeeded=False) == {}
+    assert (await _states(engine))["b"] == "none"
+
+
+async def test_a_result_that_did_not_keep_a_slot_hands_nothing_off(engine: AsyncEngine) -> None:
+    _, _, a = await _started(engine, CHAIN)
+    assert await _succeed(engine, a, hand_off=False) == {}
+    assert (await _states(engine))["b"] == "none"
+
+
+async def test_a_join_is_handed_off_only_by_its_last_upstream(engine: AsyncEngine) -> None:
+    run, loop, a = await _started(engine, {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]})
+    (first,) = (await _succeed(engine, a)).values()  # a hands off to one of b, c; the leader queues the other
+    assert await loop.evaluate([run.pk]) == 1
+    (second,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=10)
+    assert {first.attempt.task_id, second.task_id} == {"b", "c"}
+    # The first to end cannot hand d off (the other has not succeeded); once the leader knows, the
+    # last one can.
+    assert await _succeed(engine, first.attempt) == {}
+    await loop.evaluate([run.pk])
+    (d,) = (await _succeed(engine, second)).values()
+    assert d.attempt.task_id == "d"
+
+
+async def test_only_all_success_successors_in_the_same_pool_are_handed_off(engine: AsyncEngine) -> None:
+    dag = pb.DagSpec(
+        dag_id="handoffs",
+        tasks=[
+            pb.TaskSpec(task_id="a", shell=pb.ShellCommand(command="true")),
+            pb.TaskSpec(
+                task_id="b", upstream=["a"], shell=pb.ShellCommand(command="true"),
+                trigger_rule=pb.TRIGGER_RULE_ALL_DONE,
+            ),
+            pb.TaskSpec(task_id="c", upstream=["a"], shell=pb.ShellCommand(command="true"), pool="other"),
+        ],
+    )  # fmt: skip
+    await _worker(engine)
+    await _sql(engine, "INSERT INTO pools (name, slots) VALUES ('other', 4)")
+    run = await registered_run(engine, dag)
+    loop = await leading_loop(engine)
+    await loop.evaluate([run.pk])
+    (a,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=10)
+    assert await _succeed(engine, a) == {}
