@@ -21,11 +21,12 @@ no more of its slots. Of several such downstream tasks, the one with the highest
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from schedd_core.graph import DagGraph, TaskNode
 from schedd_core.pass_plan import PlannedRun
+from schedd_core.planner import TaskSnapshot
 from schedd_core.states import TaskState
 from schedd_core.triggers import TriggerRule
 
@@ -74,17 +75,23 @@ def successor(
 ) -> tuple[str, tuple[str, ...]] | None:
     """The downstream task ``source`` hands off to, with the other upstream tasks it waits for, or
     None. ``states`` holds the run's task instance states by key (a task without one: NONE)."""
+    return _successor(graph, lambda key: states.get(key, TaskState.NONE), source)
+
+
+def _successor(
+    graph: DagGraph, state_of: Callable[[str], TaskState], source: str
+) -> tuple[str, tuple[str, ...]] | None:
     node = graph.nodes.get(source)
-    if node is None or node.expand or node.branch or node.setup or node.teardown:
+    if node is None or node.expand or node.branch or node.setup or node.teardown or not node.downstream:
         return None
-    if states.get(source, TaskState.NONE) not in _MAY_SUCCEED:
+    if state_of(source) not in _MAY_SUCCEED:
         return None
     best: tuple[int, str] | None = None
     for tid in node.downstream:
         down = graph.nodes[tid]
-        if states.get(tid, TaskState.NONE) not in _STARTABLE or not _can_receive(graph, down, node):
+        if state_of(tid) not in _STARTABLE or not _can_receive(graph, down, node):
             continue
-        if any(states.get(up, TaskState.NONE) is not TaskState.SUCCESS for up in down.upstream - {source}):
+        if any(state_of(up) is not TaskState.SUCCESS for up in down.upstream - {source}):
             continue
         rank = (-down.priority_weight, tid)
         if best is None or rank < best:
@@ -109,24 +116,36 @@ def sources_to_review(graph: DagGraph, changed: Iterable[str]) -> set[str]:
     return review
 
 
-def plan_handoffs(planned: Iterable[PlannedRun], written: Mapping[int, Mapping[str, str]]) -> list[Handoff]:
+def _states_of(tasks: Mapping[str, TaskSnapshot]) -> Callable[[str], TaskState]:
+    """The state of a task instance by key, as read (NONE for one that does not exist yet)."""
+
+    def state_of(key: str) -> TaskState:
+        snap = tasks.get(key)
+        return TaskState.NONE if snap is None else snap.state
+
+    return state_of
+
+
+def plan_handoffs(
+    planned: Iterable[PlannedRun], written: Mapping[int, Mapping[str, str] | None]
+) -> list[Handoff]:
     """The hand-offs to write for the runs ``planned``: for each task instance that may still
     succeed, its :func:`successor`, unless ``written`` (by run: source key -> target key, what the
-    leader wrote in this term) says it is in place. A run read in full, or with nothing written yet,
-    is reviewed in full; an incremental one only where its changes reach
-    (:func:`sources_to_review`). Runs of paused DAGs and finished runs get none. States are those
-    the pass read (before its own writes): the registry checks at the moment of use what may have
-    changed since."""
+    leader wrote in this term; None for a run it has not reviewed in full in this term) says it is
+    in place. A run read in full, or not reviewed yet, is reviewed in full; an incremental one only
+    where its changes reach (:func:`sources_to_review`), so a pass over a large run costs what
+    changed. Runs of paused DAGs and finished runs get none. States are those the pass read (before
+    its own writes): the registry checks at the moment of use what may have changed since."""
     handoffs: list[Handoff] = []
     for run, graph, plan in planned:
         if run.paused or run.state not in ("queued", "running") or plan.run_state is not None:
             continue
-        states = {key: snap.state for key, snap in run.tasks.items()}
         # A run read in full may have changed in any way (a new term, a clear): review all of it.
-        known = written.get(run.pk, {}) if run.changed is not None else {}
-        review: Collection[str] = graph.order if not known else sources_to_review(graph, run.changed or ())
+        known = written.get(run.pk) if run.changed is not None else None
+        review: Iterable[str] = graph.order if known is None else sources_to_review(graph, run.changed or ())
+        state_of = _states_of(run.tasks)
         for source in review:
-            found = successor(graph, states, source)
-            if found is not None and known.get(source) != found[0]:
+            found = _successor(graph, state_of, source)
+            if found is not None and (known is None or known.get(source) != found[0]):
                 handoffs.append(Handoff(run.pk, run.control_version, source, found[0], found[1]))
     return handoffs

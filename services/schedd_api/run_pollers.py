@@ -1,7 +1,8 @@
 """One database poller per watched run, shared by every stream watching it.
 
-A :class:`RunPoller` reads its run when woken (a notification naming it, a new subscriber) and at
-least every ``RECHECK_SECONDS``; each time the run differs from the last read, the new value is
+A :class:`RunPoller` reads its run when woken (a notification naming it, a new subscriber), at
+least every ``RECHECK_SECONDS`` and at most every ``MIN_READ_INTERVAL`` (changes in between are
+read together); each time the run differs from the last read, the new value is
 handed to every subscriber (each keeps only the newest: a slow stream skips the states it missed,
 never the final one). The poller ends after reading the run's final state, or when its read fails
 (the error is handed to the subscribers, which raise it); its owner stops it when the last
@@ -18,6 +19,9 @@ from schedd.v1 import resources_pb2 as pb
 
 #: Longest a watched run goes unread.
 RECHECK_SECONDS = 0.5
+#: Shortest time between two reads of a watched run: a run whose tasks change hundreds of times a
+#: second (a fast chain) is read at most this often, not once per change.
+MIN_READ_INTERVAL = 0.05
 FINAL = (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED)
 
 ReadRun = Callable[[], Awaitable[pb.DagRun]]
@@ -90,9 +94,14 @@ class RunPoller:
         self._task.add_done_callback(lambda _: callback())
 
     async def _poll(self) -> None:
+        clock = asyncio.get_running_loop()
+        last_read = clock.time() - MIN_READ_INTERVAL
         try:
             while True:
                 self._wake.clear()
+                # A lone change is read at once; changes that come faster are read together.
+                await asyncio.sleep(max(0.0, last_read + MIN_READ_INTERVAL - clock.time()))
+                last_read = clock.time()
                 run = await self._read()
                 self._counted()
                 encoded = run.SerializeToString(deterministic=True)

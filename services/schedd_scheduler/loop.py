@@ -211,8 +211,8 @@ class SchedulingLoop:
                 self._cache.drop(run.pk)
             else:
                 # A run read in full had its hand-offs reviewed in full: those written now are all.
-                known = self._cache.handoffs(run.pk) if run.changed is not None else {}
-                handoffs = known | outcome.handoffs.get(run.pk, {})
+                known = self._cache.handoffs(run.pk) if run.changed is not None else None
+                handoffs = (known or {}) | outcome.handoffs.get(run.pk, {})
                 self._cache.keep(run, outcome.written.get(run.pk, set()), handoffs)
         for pk, written in outcome.written.items():
             self._cache.mark_written(pk, written)

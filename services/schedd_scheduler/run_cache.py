@@ -59,10 +59,11 @@ class RunCache:
             _, evicted = self._runs.popitem(last=False)
             self._tasks -= len(evicted.tasks)
 
-    def handoffs(self, run_pk: int) -> dict[str, str]:
-        """The hand-offs the leader wrote for a known run in this term (none for an unknown run)."""
+    def handoffs(self, run_pk: int) -> dict[str, str] | None:
+        """The hand-offs the leader wrote for a known run in this term; None for a run it does not
+        know (its hand-offs are then reviewed in full)."""
         entry = self._runs.get(run_pk)
-        return entry.handoffs if entry is not None else {}
+        return entry.handoffs if entry is not None else None
 
     def mark_written(self, run_pk: int, ti_ids: set[int]) -> None:
         """The leader wrote these task instances of a known run (admitting what waited in a pool):
