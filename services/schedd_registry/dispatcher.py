@@ -63,6 +63,8 @@ class Dispatcher:
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
         self._turn = 0
+        #: Called for each successor handed off (``hand_off_done``): metrics.
+        self.on_handed_off: Callable[[], None] | None = None
 
     @property
     def builder(self) -> AssignmentBuilder:
@@ -166,6 +168,8 @@ class Dispatcher:
         session.credits += 1
         if handed is not None:
             await self._deliver([handed], [session])
+            if self.on_handed_off is not None:
+                self.on_handed_off()
         else:
             self._wake.set()
 

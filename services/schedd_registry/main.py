@@ -69,7 +69,8 @@ async def serve(config: RegistryConfig) -> None:
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
     relay = CallbackRelay(engine, dispatcher)
     servicer.on_callback_done = relay.callback_done
-    servicer.on_applied = metrics.applied
+    servicer.reports.on_applied = metrics.applied
+    dispatcher.on_handed_off = metrics.handed_off.inc
     hints = ControlHints(engine, dispatcher, drain_grace=config.drain_grace)
     listener = Listener(
         config.database_url,

@@ -66,6 +66,12 @@ class RegistryMetrics:
         self.workers = Gauge("schedd_registry_workers", "Workers connected to this registry.", registry=r)
         self.free_slots = Gauge("schedd_registry_free_slots", "Unspent worker credits.", registry=r)
         self.assigned = Counter("schedd_registry_assignments", "Assignments sent to workers.", registry=r)
+        self.handed_off = Counter(
+            "schedd_registry_handoffs",
+            "Successors claimed in their upstream task's result transaction and sent to its worker "
+            "(counted among the assignments too).",
+            registry=r,
+        )
         self.queued_to_running = Histogram(
             "schedd_task_queued_to_running_seconds",
             "Seconds from a task instance being queued to its claim for a worker.",

@@ -16,52 +16,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
-from schedd_core.backoff import Backoff, retry
 from schedd_core.clock import Clock, SystemClock
-from schedd_core.errors import InvalidArgument, PermissionDenied, quote
-from schedd_core.limits import MAX_ERROR_CHARS, MAX_LOG_CHUNK_BYTES, MAX_RESULT_BYTES
+from schedd_core.errors import InvalidArgument, PermissionDenied
+from schedd_core.limits import MAX_LOG_CHUNK_BYTES
 from schedd_core.permits import AttemptWindows
 from schedd_core.spec import check_id
-from schedd_exec.assignments import Built
 from schedd_registry.bundles import stream_bundle
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
+from schedd_registry.results import ResultReports
 from schedd_registry.sessions import WorkerSession
 from schedd_rpc import convert
 from schedd_store import dispatch, tokens
 from schedd_store.batching import Batcher
-from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
+from schedd_store.dispatch import AttemptRef, LogChunk
 
 log = logging.getLogger(__name__)
-
-
-class Applied(NamedTuple):
-    """How a result was applied, and the successor handed off to its worker in the same
-    transaction (``schedd_store.handoffs``), if any."""
-
-    status: ReportStatus
-    handed: Built | None
-
-
-_ACK_CODE = {
-    ReportStatus.APPLIED: grpc.StatusCode.OK,
-    ReportStatus.DUPLICATE: grpc.StatusCode.OK,
-    ReportStatus.STALE: grpc.StatusCode.FAILED_PRECONDITION,
-    ReportStatus.NOT_HELD: grpc.StatusCode.PERMISSION_DENIED,
-}
-
-#: Longest pause between two tries of writing a result.
-MAX_RETRY_DELAY = 2.0
 
 
 class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
@@ -78,26 +57,14 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         self._clock = clock or SystemClock()
         self._dispatcher = dispatcher
         self._config = config
-        self.results: Batcher[AttemptResult, Applied] = Batcher("results", self._apply_results)
+        self.reports = ResultReports(engine, dispatcher)
+        #: The batcher of results (its loop is run by the registry's main).
+        self.results = self.reports.batcher
         self.logs: Batcher[LogChunk, None] = Batcher("logs", self._append_logs)
         self._background: set[asyncio.Task[None]] = set()
         #: Receives workers' answers to callbacks (set by the callback relay), with the answering
         #: stream's worker id.
         self.on_callback_done: Callable[[str, worker_pb2.CallbackDone], None] | None = None
-        #: Receives every result this registry applied (not repeated or stale ones): metrics.
-        self.on_applied: Callable[[worker_pb2.TaskResult], None] | None = None
-
-    async def _apply_results(self, batch: Sequence[AttemptResult]) -> list[Applied]:
-        """Apply ``batch`` in one transaction, claiming in it the successors handed off by the
-        successes that kept a credit for them (``schedd_store.handoffs``)."""
-        handed: dict[int, Built] = {}
-
-        async def hand_off(conn: AsyncConnection, sources: list[tuple[int, str]]) -> None:
-            handed.clear()  # a transaction tried again starts afresh
-            handed.update(await self._dispatcher.builder.hand_off(conn, sources))
-
-        statuses = await dispatch.apply_results(self._engine, batch, hand_off=hand_off)
-        return [Applied(status, handed.get(r.ti_id)) for status, r in zip(statuses, batch, strict=True)]
 
     async def _append_logs(self, chunks: Sequence[LogChunk]) -> list[None]:
         await dispatch.append_logs(self._engine, chunks)
@@ -231,7 +198,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             if kind == "credit":
                 self._dispatcher.grant(session, message.credit.slots)
             elif kind == "result":
-                spawn(self._report(message.result, session))
+                spawn(self.reports.report(message.result, session))
             elif kind == "log" and len(message.log.data) <= MAX_LOG_CHUNK_BYTES:
                 chunk = message.log
                 spawn(
@@ -294,61 +261,6 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 )
             )
 
-    async def _report(self, result: worker_pb2.TaskResult, session: WorkerSession) -> None:
-        problem = _result_problem(result.result_json)
-        if problem:
-            result.result_json = ""  # never stored: it would fail the whole batch of results
-            if result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED:
-                result.outcome = worker_pb2.TASK_OUTCOME_FAILED
-                result.error = problem
-        item = AttemptResult(
-            worker_id=session.worker_id,
-            ti_id=result.attempt.task_instance_id,
-            attempt_id=result.attempt.attempt_id,
-            try_number=result.attempt.try_number,
-            succeeded=result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED,
-            exit_code=result.exit_code,
-            error=result.error[:MAX_ERROR_CHARS],
-            ended_at=convert.from_ts(result.end_time),
-            started_at=convert.from_ts(result.start_time) if result.HasField("start_time") else None,
-            result_json=result.result_json,
-            abandoned=result.outcome == worker_pb2.TASK_OUTCOME_ABANDONED,
-            no_retry=result.no_retry,
-            reschedule_at=convert.from_ts(result.reschedule_time)
-            if result.outcome == worker_pb2.TASK_OUTCOME_RESCHEDULED and result.HasField("reschedule_time")
-            else None,
-            skipped=result.outcome == worker_pb2.TASK_OUTCOME_SKIPPED,
-            hand_off=result.outcome == worker_pb2.TASK_OUTCOME_SUCCEEDED
-            and session.keep_for_hand_off(result.attempt.attempt_id),
-        )
-        try:
-            applied = await retry(
-                lambda: self.results.submit(item),
-                Backoff(0.05, MAX_RETRY_DELAY),
-                retry_on=lambda _exc: not session.closed,
-                on_failure=lambda exc, _wait: log.warning(
-                    "result of attempt %s not stored yet (%s); retrying", item.attempt_id, exc
-                ),
-            )
-        except Exception:
-            return  # the stream closed: the worker keeps the result and sends it again on its next one
-        status = applied.status
-        if status == ReportStatus.APPLIED and self.on_applied is not None:
-            self.on_applied(result)
-        code = _ACK_CODE[status]
-        message = {
-            ReportStatus.STALE: "attempt is no longer current; result discarded",
-            ReportStatus.NOT_HELD: f"attempt {quote(item.attempt_id)} is not held by worker "
-            f"{quote(session.worker_id)}; result discarded",
-        }.get(status, "")
-        session.send(
-            worker_pb2.RegistryMessage(
-                ack=worker_pb2.ReportAck(attempt=result.attempt, code=code.value[0], message=message)
-            )
-        )
-        if item.hand_off:
-            await self._dispatcher.hand_off_done(session, applied.handed)
-
 
 def _check_caller(caller: principal.Principal | None, worker_id: str, queues: tuple[str, ...]) -> None:
     """Refuse a hello its token does not allow: another worker id than the token's, or a queue
@@ -365,27 +277,6 @@ def _check_caller(caller: principal.Principal | None, worker_id: str, queues: tu
             f"token {caller.name!r} may only subscribe to the queues {', '.join(caller.queues)}, "
             f"not {', '.join(outside)}"
         )
-
-
-def _result_problem(result_json: str) -> str:
-    """Why a task's result cannot be stored, or "" when it can (PostgreSQL's jsonb has no NaN, no
-    infinity and no NUL character)."""
-    if not result_json:
-        return ""
-    size = len(result_json.encode())
-    if size > MAX_RESULT_BYTES:
-        return f"the task returned {size} bytes of JSON; the limit is {MAX_RESULT_BYTES}"
-
-    def refuse(constant: str) -> None:
-        raise ValueError(f"{constant} is not a JSON value")
-
-    try:
-        json.loads(result_json, parse_constant=refuse)
-    except ValueError as exc:
-        return f"the task's result is not valid JSON: {exc}"
-    if "\\u0000" in result_json:
-        return "the task's result contains a NUL character, which cannot be stored"
-    return ""
 
 
 def _ref(a: worker_pb2.AttemptRef) -> AttemptRef:

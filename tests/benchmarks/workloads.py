@@ -91,7 +91,7 @@ def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> di
     register(cluster, chain_spec(links + 1), workdir)
     schedctl(cluster, "runs", "trigger", "chain", "--run-id", label, "--wait", "--wait-timeout", "600")
     rows = cluster.fetch(
-        "SELECT ti.task_id, a.started_at, a.ended_at, "
+        "SELECT ti.task_id, a.started_at, a.ended_at, ti.claimed_at, "
         "extract(epoch FROM ti.claimed_at - ti.queued_at) AS waited FROM task_instances ti "
         "JOIN dag_runs r ON r.id = ti.run_pk JOIN task_attempts a ON a.attempt_id = ti.attempt_id "
         "WHERE r.dag_id = 'chain' AND r.run_id = $1 ORDER BY ti.task_id",
@@ -99,6 +99,10 @@ def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> di
     )
     gaps = [(b["started_at"] - a["ended_at"]).total_seconds() * 1000 for a, b in itertools.pairwise(rows)]
     claims = [float(r["waited"]) * 1000 for r in rows if r["waited"] is not None]
+    # The two halves of a link: the end of one task to the start of the transaction that claimed
+    # the next (claimed_at is that transaction's start), and from there to the next task's start.
+    to_claim = [(b["claimed_at"] - a["ended_at"]).total_seconds() * 1000 for a, b in itertools.pairwise(rows)]
+    to_start = [(b["started_at"] - b["claimed_at"]).total_seconds() * 1000 for b in rows[1:]]
     return {
         "links": len(gaps),
         "gap_ms_median": statistics.median(gaps),
@@ -106,6 +110,8 @@ def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> di
         "gap_ms_p99": percentile(gaps, 99),
         "gap_ms_max": max(gaps),
         "queued_to_claimed_ms_median": statistics.median(claims),
+        "ended_to_claimed_ms_median": statistics.median(to_claim),
+        "claimed_to_started_ms_median": statistics.median(to_start),
         "gaps_ms": gaps,
     }
 

@@ -20,7 +20,7 @@ from schedd_core.clock import FakeClock
 from schedd_core.errors import InvalidArgument
 from schedd_core.limits import MAX_CONF_BYTES, MAX_RESULT_BYTES
 from schedd_exec.python_child import Child
-from schedd_registry.servicer import _result_problem
+from schedd_registry.results import result_problem
 from schedd_rpc import convert
 
 
@@ -102,11 +102,11 @@ def test_the_worker_and_the_registry_take_a_result_at_the_limit(child: Child) ->
     at_limit = "x" * (MAX_RESULT_BYTES - 2)  # its JSON has two quotes more
     reply = child._encode_result(at_limit)
     assert reply["ok"] and len(reply["result"].encode()) == MAX_RESULT_BYTES
-    assert _result_problem(reply["result"]) == ""
+    assert result_problem(reply["result"]) == ""
 
 
 def test_the_worker_and_the_registry_refuse_a_result_one_byte_over(child: Child) -> None:
     over = "x" * (MAX_RESULT_BYTES - 1)
     reply = child._encode_result(over)
     assert not reply["ok"] and f"{MAX_RESULT_BYTES + 1} bytes" in reply["error"]
-    assert f"{MAX_RESULT_BYTES + 1} bytes" in _result_problem(json.dumps(over))
+    assert f"{MAX_RESULT_BYTES + 1} bytes" in result_problem(json.dumps(over))

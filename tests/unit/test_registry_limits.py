@@ -11,7 +11,7 @@ import pytest
 from schedd.v1 import worker_pb2
 from schedd_core.limits import MAX_RESULT_BYTES
 from schedd_registry.dispatcher import split_by_size
-from schedd_registry.servicer import _result_problem
+from schedd_registry.results import result_problem
 
 
 @pytest.mark.parametrize(
@@ -26,8 +26,8 @@ from schedd_registry.servicer import _result_problem
         (json.dumps("x" * MAX_RESULT_BYTES), "the limit is"),
     ],
 )
-def test_result_problem(result: str, problem: str) -> None:
-    found = _result_problem(result)
+def testresult_problem(result: str, problem: str) -> None:
+    found = result_problem(result)
     assert (problem in found) if problem else found == ""
 
 
