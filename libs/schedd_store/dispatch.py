@@ -27,7 +27,7 @@ from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import TaskState, WorkerState
-from schedd_store import channels, statements as sql
+from schedd_store import assets, channels, statements as sql
 from schedd_store.report_status import ReportStatus as ReportStatus, recorded_outcomes, report_status
 from schedd_store.reports import AttemptResult as AttemptResult
 from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
@@ -157,6 +157,9 @@ async def apply_results(engine: AsyncEngine, results: Sequence[AttemptResult]) -
             applied = {str(r.attempt_id): r.run_pk for r in rows}
             if any(r.callbacks for r in rows):
                 await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+            await assets.record_outlet_events(
+                conn, [r.ti_id for r in finished if r.succeeded and r.attempt_id in applied]
+            )
         if sensed:
             applied |= await apply_sensor_outcomes(conn, sensed)
         if abandoned:
