@@ -105,7 +105,7 @@ class RedisStreamWatcher:
     async def read(self, client: aioredis.Redis, start: str, *, block_ms: int | None = None) -> int:
         """Read up to BATCH entries (``0``: this consumer's pending ones; ``>``: new ones), deliver
         them in one fenced transaction, then acknowledge them; returns how many."""
-        reply = await client.xreadgroup(
+        reply: Any = await client.xreadgroup(
             self.spec.group, self.spec.name, {self.spec.stream: start}, count=BATCH, block=block_ms
         )
         entries = [entry for _, batch in reply or [] for entry in batch]
