@@ -22,24 +22,13 @@ from schedd_scheduler.asset_triggers import AssetTrigger
 from schedd_store import asset_triggers, assets
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
+from tests.asset_conditions import all_of, any_of, one as ref
 from tests.integration.helpers import finish_all_running, leading_loop, registered_run
 
 pytestmark = pytest.mark.integration
 
 ORDERS = "s3://data/orders"
 USERS = "s3://data/users"
-
-
-def ref(uri: str) -> apb.AssetCondition:
-    return apb.AssetCondition(asset=apb.AssetRef(uri=uri))
-
-
-def all_of(*members: apb.AssetCondition) -> apb.AssetCondition:
-    return apb.AssetCondition(all=apb.AssetConditionList(conditions=members))
-
-
-def any_of(*members: apb.AssetCondition) -> apb.AssetCondition:
-    return apb.AssetCondition(any=apb.AssetConditionList(conditions=members))
 
 
 def producer(dag_id: str, *uris: str) -> pb.DagSpec:

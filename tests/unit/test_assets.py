@@ -18,18 +18,7 @@ from schedd_core.assets import (
 from schedd_core.errors import InvalidArgument
 from schedd_core.spec import validate_spec
 from schedd_scheduler.watcher_config import parse_watchers
-
-
-def one(uri: str) -> apb.AssetCondition:
-    return apb.AssetCondition(asset=apb.AssetRef(uri=uri))
-
-
-def all_of(*members: apb.AssetCondition) -> apb.AssetCondition:
-    return apb.AssetCondition(all=apb.AssetConditionList(conditions=members))
-
-
-def any_of(*members: apb.AssetCondition) -> apb.AssetCondition:
-    return apb.AssetCondition(any=apb.AssetConditionList(conditions=members))
+from tests.asset_conditions import all_of, any_of, one
 
 
 @pytest.mark.parametrize(
