@@ -32,22 +32,17 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import asyncpg
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError, ResponseError
 
-from schedd_core.assets import MAX_EXTRA_BYTES
 from schedd_core.backoff import Backoff
 from schedd_core.database_url import asyncpg_dsn
 from schedd_faults import FaultPoints
+from schedd_scheduler.watch_batches import BATCH, bounded_extra
 from schedd_scheduler.watcher_config import WatcherSpec
 from schedd_store import assets
 from schedd_store.assets import NewEvent
 from schedd_store.fence import Fence
 
 log = logging.getLogger(__name__)
-
-#: Most messages one fenced transaction delivers.
-BATCH = 100
 
 
 def asset_watchers(
@@ -57,79 +52,14 @@ def asset_watchers(
     runs: list[Coroutine[Any, Any, None]] = []
     for spec in specs:
         if spec.kind == "redis_stream":
+            # Imported only when configured: redis-py loads the OpenTelemetry SDK, which an
+            # untraced scheduler never loads otherwise (tests/unit/test_tracing_setup.py).
+            from schedd_scheduler.redis_watcher import RedisStreamWatcher
+
             runs.append(RedisStreamWatcher(spec, fence, faults).run())
         else:
             runs.append(PostgresTableWatcher(spec, fence, faults).run())
     return runs
-
-
-def bounded_extra(value: dict[str, Any]) -> dict[str, Any]:
-    """``value``, or {} when its JSON is over the size limit or holds NUL."""
-    text = json.dumps(value, default=str)
-    if len(text.encode()) > MAX_EXTRA_BYTES or "\\u0000" in text:
-        return {}
-    parsed: dict[str, Any] = json.loads(text)
-    return parsed
-
-
-class RedisStreamWatcher:
-    def __init__(self, spec: WatcherSpec, fence: Fence, faults: FaultPoints | None = None) -> None:
-        self.spec = spec
-        self._fence = fence
-        self._faults = faults or FaultPoints()
-
-    async def run(self) -> None:
-        backoff = Backoff(0.1, 5.0)
-        while True:
-            client = aioredis.Redis.from_url(self.spec.url)
-            try:
-                await self._ensure_group(client)
-                while await self.read(client, "0"):  # entries read before and never acknowledged
-                    pass
-                backoff.reset()
-                while True:
-                    await self.read(client, ">", block_ms=1000)
-            except (RedisError, OSError) as exc:
-                log.warning("watcher %s: %s; again in %.1fs", self.spec.name, exc, backoff.delay)
-            finally:
-                await client.aclose()
-            await asyncio.sleep(backoff.take())
-
-    async def _ensure_group(self, client: aioredis.Redis) -> None:
-        try:
-            await client.xgroup_create(self.spec.stream, self.spec.group, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
-    async def read(self, client: aioredis.Redis, start: str, *, block_ms: int | None = None) -> int:
-        """Read up to BATCH entries (``0``: this consumer's pending ones; ``>``: new ones), deliver
-        them in one fenced transaction, then acknowledge them; returns how many."""
-        reply: Any = await client.xreadgroup(
-            self.spec.group, self.spec.name, {self.spec.stream: start}, count=BATCH, block=block_ms
-        )
-        entries = [entry for _, batch in reply or [] for entry in batch]
-        if not entries:
-            return 0
-        events = [
-            NewEvent(
-                self.spec.asset, bounded_extra(_decoded(fields)), key=f"redis:{self.spec.name}:{_text(i)}"
-            )
-            for i, fields in entries
-        ]
-        async with self._fence.transaction() as conn:
-            await assets.record_events(conn, events, source="watcher", watcher=self.spec.name)
-        self._faults.hit("watchers.committed")  # a test crashes here: committed, not acknowledged
-        await client.xack(self.spec.stream, self.spec.group, *[i for i, _ in entries])
-        return len(entries)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else value
-
-
-def _decoded(fields: dict[bytes, bytes] | None) -> dict[str, Any]:
-    return {_text(k): _text(v) for k, v in (fields or {}).items()}
 
 
 class PostgresTableWatcher:
