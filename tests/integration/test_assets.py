@@ -19,7 +19,7 @@ from schedd_devstack.faults import arm
 from schedd_faults import FaultPoints
 from schedd_faults.points import InjectedFault
 from schedd_scheduler.asset_triggers import AssetTrigger
-from schedd_store import asset_triggers, assets
+from schedd_store import asset_triggers, assets, deletion
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
 from tests.asset_conditions import all_of, any_of, one as ref
@@ -182,3 +182,21 @@ async def test_lineage_names_producers_consumers_and_readers(engine: AsyncEngine
     assert found[ORDERS].scheduled_dags == ["reader"]
     assert found[USERS].readers == [("writer", "write")]
     assert found[USERS].scheduled_dags == ["reader"]
+
+
+async def test_deleting_dags_keeps_the_events_they_produced_and_drops_what_they_consumed(
+    engine: AsyncEngine,
+) -> None:
+    await consumer(engine, "reader", ref(ORDERS))
+    await dag_api.register(engine, producer("writer", ORDERS))
+    run = await registered_run(engine, producer("writer", ORDERS))
+    loop = await leading_loop(engine)
+    await loop.evaluate([run.pk])
+    await finish_all_running(engine)
+    await (await trigger(engine, token=2)).step()
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE dag_runs SET state = 'success'"))
+    await deletion.delete_dag(engine, "reader")
+    await deletion.delete_dag(engine, "writer")
+    (event,) = await assets.list_events(engine, uri=ORDERS, run_pk=None, before=2**62, limit=10)
+    assert (event.source_dag_id, event.source_run_id, event.consumed_by) == ("writer", "", [])
