@@ -32,7 +32,7 @@ class RedisStreamWatcher:
         while True:
             client = aioredis.Redis.from_url(self.spec.url)
             try:
-                await self._ensure_group(client)
+                await self.ensure_group(client)
                 while await self.read(client, "0"):  # entries read before and never acknowledged
                     pass
                 backoff.reset()
@@ -44,7 +44,7 @@ class RedisStreamWatcher:
                 await client.aclose()
             await asyncio.sleep(backoff.take())
 
-    async def _ensure_group(self, client: aioredis.Redis) -> None:
+    async def ensure_group(self, client: aioredis.Redis) -> None:
         try:
             await client.xgroup_create(self.spec.stream, self.spec.group, id="0", mkstream=True)
         except ResponseError as exc:
