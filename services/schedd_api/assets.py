@@ -40,8 +40,9 @@ class AssetServicer(assets_pb2_grpc.AssetServiceServicer):
     async def ListAssets(
         self, request: apb.ListAssetsRequest, context: grpc.aio.ServicerContext
     ) -> apb.ListAssetsResponse:
-        if "\x00" in request.uri_prefix or "\x00" in request.page_token:
-            raise InvalidArgument("uri_prefix", "must not contain NUL")
+        for name in ("uri_prefix", "page_token"):
+            if "\x00" in getattr(request, name):
+                raise InvalidArgument(name, "must not contain NUL")
         limit = page_size(request.page_size)
         records = await store.list_assets(
             self._engine, prefix=request.uri_prefix, after=request.page_token, limit=limit + 1

@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import grpc
 import pytest
 import redis
 import yaml
 
+from schedd.v1 import assets_pb2 as apb, assets_pb2_grpc
 from schedd_core.database_url import asyncpg_dsn
 from schedd_devstack.pg_databases import create_database, drop_database, with_database
 from schedd_devstack.services import Cluster
@@ -312,3 +314,42 @@ def test_a_row_of_a_watched_table_becomes_one_event(stack: Cluster, tmp_path: Pa
     ]
     assert keys == ["pg:changes-table:1", "pg:changes-table:2"]
     assert sum(len(r["events"]) for r in runs) == 2
+
+
+def test_bad_reads_and_request_ids_are_refused_with_the_right_code(stack: Cluster) -> None:
+    before = stack.fetchval("SELECT count(*) FROM asset_events")
+    with grpc.insecure_channel(stack.api_address) as channel:
+        stub = assets_pb2_grpc.AssetServiceStub(channel)
+        for call, request, code, field in [
+            (
+                stub.ListAssets,
+                apb.ListAssetsRequest(uri_prefix="s3://\x00"),
+                "INVALID_ARGUMENT",
+                "uri_prefix",
+            ),
+            (stub.ListAssets, apb.ListAssetsRequest(page_token="\x00"), "INVALID_ARGUMENT", "page_token"),
+            (
+                stub.ListAssetEvents,
+                apb.ListAssetEventsRequest(consumed_by="runs/x"),
+                "INVALID_ARGUMENT",
+                "consumed_by",
+            ),
+            (stub.ListAssetEvents, apb.ListAssetEventsRequest(uri="nope"), "INVALID_ARGUMENT", "uri"),
+            (
+                stub.ListAssetEvents,
+                apb.ListAssetEventsRequest(consumed_by="dags/none/runs/r"),
+                "NOT_FOUND",
+                "",
+            ),
+            (
+                stub.CreateAssetEvent,
+                apb.CreateAssetEventRequest(uri="s3://b/k", request_id="x" * 129),
+                "INVALID_ARGUMENT",
+                "request_id",
+            ),
+        ]:
+            with pytest.raises(grpc.RpcError) as caught:
+                call(request, timeout=30)
+            assert caught.value.code().name == code, (request, caught.value.details())
+            assert (caught.value.details() or "").startswith(field), caught.value.details()
+    assert stack.fetchval("SELECT count(*) FROM asset_events") == before
