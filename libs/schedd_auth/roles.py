@@ -101,6 +101,7 @@ METHODS: dict[str, Access] = {
     ),
     **_service("BundleService", {"UploadBundle": _ADMINISTER}),
     **_service("PoolService", {"ListPools": _READ, "SetPool": _ADMINISTER, "DeletePool": _ADMINISTER}),
+    **_service("AssetService", {"CreateAssetEvent": _OPERATE, "ListAssets": _READ, "ListAssetEvents": _READ}),
     **_service("WorkerService", {"ListWorkers": _READ, "DrainWorker": _ADMINISTER}),
     **_service("ClusterService", {"GetLeader": _READ, "GetVersion": _READ}),
     **_service(

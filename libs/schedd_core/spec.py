@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.assets import normalize_spec_assets
 from schedd_core.durations import check_duration
 from schedd_core.errors import InvalidArgument, quote
 from schedd_core.limits import (
@@ -114,6 +115,7 @@ def _check_dag_fields(spec: pb.DagSpec) -> None:
     check_param_schemas(spec)
     _check_callbacks("spec", spec, ("on_failure", "on_success"))
     timetable_of(spec)  # schedule, time zone, start and end dates
+    normalize_spec_assets(spec)  # outlets, inlets and the asset schedule (on a copy)
 
 
 def _check_tasks(spec: pb.DagSpec, pools: dict[str, int] | None) -> dict[str, int]:

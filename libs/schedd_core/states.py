@@ -39,6 +39,7 @@ class RunType(enum.StrEnum):
     MANUAL = "manual"
     SCHEDULED = "scheduled"
     BACKFILL = "backfill"
+    ASSET_TRIGGERED = "asset_triggered"
 
 
 T = TaskState

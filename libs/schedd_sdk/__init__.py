@@ -54,6 +54,7 @@ from schedd_core.task_context import (
     get_current_context,
 )
 from schedd_sdk.arguments import TaskResult
+from schedd_sdk.assets import Asset, AssetAll, AssetAny, AssetOrTimeSchedule
 from schedd_sdk.dags import DAG, DagFunction, dag
 from schedd_sdk.errors import DagDefinitionError, DagLoadError, DagValidationError
 from schedd_sdk.functions import TaskFunction, task
@@ -78,6 +79,10 @@ from schedd_sdk.timetables import (
 
 __all__ = [
     "DAG",
+    "Asset",
+    "AssetAll",
+    "AssetAny",
+    "AssetOrTimeSchedule",
     "Callback",
     "ContinuousTimetable",
     "CronDataIntervalTimetable",

@@ -195,6 +195,8 @@ def compile_task(task: Task) -> pb.TaskSpec:
     spec.on_failure.extend(_callbacks(o.on_failure or ()))
     spec.on_retry.extend(_callbacks(o.on_retry or ()))
     spec.on_success.extend(_callbacks(o.on_success or ()))
+    spec.outlets.extend(o.outlets or ())
+    spec.inlets.extend(o.inlets or ())
     return spec
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any, Literal, TypedDict, TypeVar
@@ -29,8 +29,9 @@ from urllib.parse import urlsplit
 
 from google.protobuf import duration_pb2, struct_pb2
 
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import assets_pb2 as apb, resources_pb2 as pb
 from schedd_core.triggers import TriggerRule
+from schedd_sdk.assets import Asset, asset_refs
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.targets import import_path
 
@@ -134,6 +135,8 @@ class TaskOptions(TypedDict, total=False):
     on_failure: Callbacks | None
     on_retry: Callbacks | None
     on_success: Callbacks | None
+    outlets: Iterable[Asset | str] | None
+    inlets: Iterable[Asset | str] | None
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,8 @@ class Options:
     on_failure: tuple[Callback, ...] | None = None
     on_retry: tuple[Callback, ...] | None = None
     on_success: tuple[Callback, ...] | None = None
+    outlets: tuple[apb.AssetRef, ...] | None = None
+    inlets: tuple[apb.AssetRef, ...] | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, object], where: str) -> Options:
@@ -190,6 +195,8 @@ class Options:
             on_failure=p.callbacks("on_failure"),
             on_retry=p.callbacks("on_retry"),
             on_success=p.callbacks("on_success"),
+            outlets=asset_refs(raw.get("outlets"), f"{where}: outlets"),
+            inlets=asset_refs(raw.get("inlets"), f"{where}: inlets"),
         )
 
     def over(self, base: Options) -> Options:

@@ -33,6 +33,8 @@ CANCEL = "schedd_cancel"
 DAGS = "schedd_dags"
 #: A backfill was created, resumed or cancelled. Payload: the backfill id.
 BACKFILLS = "schedd_backfills"
+#: Asset events were queued for DAGs scheduled on their assets. Payload: a DAG id.
+ASSETS = "schedd_assets"
 
 #: PostgreSQL refuses payloads of 8000 bytes or more.
 MAX_PAYLOAD = 7900

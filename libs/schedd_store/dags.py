@@ -12,7 +12,7 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import NotFound, quote
 from schedd_core.request_key import RequestKey
 from schedd_core.spec import canonical, version_hash
-from schedd_store import schedules, statements as sql
+from schedd_store import assets, schedules, statements as sql
 from schedd_store.records import DagRecord, parse_spec
 from schedd_store.requests import claim_request, record_resource
 
@@ -71,6 +71,8 @@ async def register_dag(
             )
         ).scalar()
         version_id = inserted or (await conn.execute(sql.FIND_DAG_VERSION, params)).scalar_one()
+        if inserted:
+            await assets.record_refs(conn, version_id, spec)
         await conn.execute(sql.SET_LATEST_VERSION, {"dag_id": spec.dag_id, "version_id": version_id})
         await schedules.reset_schedule(conn, spec.dag_id, schedule_key)
         row = (await conn.execute(sql.GET_DAG, {"dag_id": spec.dag_id})).one()

@@ -27,7 +27,7 @@ from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import TaskState, WorkerState
-from schedd_store import channels, statements as sql
+from schedd_store import assets, channels, statements as sql
 from schedd_store.report_status import ReportStatus as ReportStatus, recorded_outcomes, report_status
 from schedd_store.reports import AttemptResult as AttemptResult
 from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
@@ -169,6 +169,10 @@ async def apply_results(
             applied = {str(r.attempt_id): r.run_pk for r in rows}
             if any(r.callbacks for r in rows):
                 await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
+            # Only a success whose task declares outlets costs the statement that records its events.
+            await assets.record_outlet_events(
+                conn, [r.id for r in rows if r.state == TaskState.SUCCESS and r.has_outlets]
+            )
             if hand_off is not None:
                 asked = {r.attempt_id: r.worker_id for r in finished if r.hand_off}
                 sources = [

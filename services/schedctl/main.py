@@ -11,6 +11,7 @@ import sys
 
 from schedctl import (  # noqa: F401  (each registers its commands)
     access,
+    assets,
     authoring,
     backfills,
     cluster,

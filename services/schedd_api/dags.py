@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
+from schedd_core.assets import normalize_spec_assets
 from schedd_core.bundle_archive import check_sha256
 from schedd_core.errors import FailedPrecondition, NotFound
 from schedd_core.request_key import RequestKey
@@ -26,7 +27,7 @@ async def register(
     ``paused_if_created``. A plain cron schedule's meaning is fixed in the stored spec by the
     deployment's ``cron_data_intervals`` (``schedd_core.timetable_spec.resolve_cron_semantics``), so
     the leader never depends on a setting."""
-    spec = resolve_cron_semantics(spec, create_cron_data_intervals=cron_data_intervals)
+    spec = normalize_spec_assets(resolve_cron_semantics(spec, create_cron_data_intervals=cron_data_intervals))
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
     await _check_bundle(engine, spec)
     return await dags.register_dag(
@@ -39,7 +40,7 @@ async def check(
 ) -> tuple[str, bool]:
     """Validate ``spec`` as ``register`` would (except that its code bundle need not be stored yet);
     return its version hash and whether registering it would make a new version. Stores nothing."""
-    spec = resolve_cron_semantics(spec, create_cron_data_intervals=cron_data_intervals)
+    spec = normalize_spec_assets(resolve_cron_semantics(spec, create_cron_data_intervals=cron_data_intervals))
     validate_spec(spec, known_pools=await pools.pool_sizes(engine))
     if spec.code_bundle:  # uploaded only after every spec was checked (schedctl dags register)
         check_sha256(spec.code_bundle, "spec.code_bundle")

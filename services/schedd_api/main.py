@@ -9,8 +9,9 @@ import os
 import grpc
 import typer
 
-from schedd.v1 import api_pb2
+from schedd.v1 import api_pb2, assets_pb2
 from schedd_api.access import AuditServicer, TokenServicer
+from schedd_api.assets import AssetServicer
 from schedd_api.bundles import BundleServicer
 from schedd_api.config import ApiConfig
 from schedd_api.fleet_servicers import BackfillServicer, ClusterServicer, PoolServicer, WorkerServicer
@@ -49,7 +50,12 @@ from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.api")
 
-SERVICES = [service.full_name for service in api_pb2.DESCRIPTOR.services_by_name.values()]
+#: Every service of the api, with its descriptor (the asset service is defined in a proto of its own).
+DESCRIPTORS = [
+    *api_pb2.DESCRIPTOR.services_by_name.values(),
+    assets_pb2.DESCRIPTOR.services_by_name["AssetService"],
+]
+SERVICES = [service.full_name for service in DESCRIPTORS]
 
 
 async def ensure_bootstrap_token(config: ApiConfig) -> None:
@@ -111,11 +117,13 @@ async def serve(config: ApiConfig) -> None:
         "TokenService": TokenServicer(engine),
         "AuditService": AuditServicer(engine),
         "BundleService": BundleServicer(engine, ArchiveLimits.from_env(os.environ)),
+        "AssetService": AssetServicer(engine),
     }
+    by_name = {service.name: service for service in DESCRIPTORS}
 
     def register(server: grpc.aio.Server) -> None:
         for name, servicer in servicers.items():
-            add_service(server, api_pb2.DESCRIPTOR.services_by_name[name], servicer, backend=DATABASE_ERRORS)
+            add_service(server, by_name[name], servicer, backend=DATABASE_ERRORS)
 
     if config.bootstrap_token:
         await ensure_bootstrap_token(config)
@@ -123,7 +131,7 @@ async def serve(config: ApiConfig) -> None:
         warn_auth_disabled("api")
     access = AccessInterceptor(
         StoredCallers(engine),
-        api_pb2.DESCRIPTOR.services_by_name.values(),
+        DESCRIPTORS,
         enabled=config.auth,
         refusal_window=window_from_env(os.environ),
         stream_limits=StreamLimits(StreamCaps.from_env(os.environ), registry=metrics.registry),

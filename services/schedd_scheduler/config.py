@@ -8,6 +8,7 @@ from schedd_coord.credentials import EtcdAuth
 from schedd_coord.lease import LeaseTiming
 from schedd_core.limits import DEFAULT_MAX_MAP_LENGTH
 from schedd_exec.environment import TaskEnvironment
+from schedd_scheduler.watcher_config import WatcherSpec
 from schedd_store.retention import Retention
 
 
@@ -49,6 +50,8 @@ class SchedulerConfig:
     retention: Retention = field(default_factory=Retention)
     #: Seconds between two rounds of retention.
     housekeeping_interval: float = 600.0
+    #: The asset watchers the leader runs (``SCHEDD_ASSET_WATCHERS``; schedd_scheduler.watcher_config).
+    asset_watchers: tuple[WatcherSpec, ...] = ()
 
     def session_settings(self) -> dict[str, str]:
         """PostgreSQL settings of every connection of the scheduler's engine.

@@ -32,6 +32,7 @@ from schedd_coord.members import departed_workers
 from schedd_core.backoff import Backoff
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
+from schedd_scheduler.asset_triggers import AssetTrigger
 from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.housekeeping import Housekeeper, OccupancyCompactor
@@ -41,6 +42,7 @@ from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
 from schedd_scheduler.schedules import ScheduleTimer
 from schedd_scheduler.timers import DeadlineTimer
+from schedd_scheduler.watchers import asset_watchers
 from schedd_store.channels import decode_ids
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
@@ -70,6 +72,7 @@ class Replica:
         self.token = 0
         self._sweeper: LostAttemptSweeper | None = None
         self._schedules: ScheduleTimer | None = None
+        self._assets: AssetTrigger | None = None
         self._backfills: BackfillDriver | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -139,7 +142,7 @@ class Replica:
             outcome = await _first(work, lease.lost, stop)
         finally:
             timing.cancel()
-            self._sweeper = self._schedules = self._backfills = None
+            self._sweeper = self._schedules = self._backfills = self._assets = None
         await self._end_term(token, outcome, loop, work, lease, stop)
 
     def _start_term(self, token: int, lease: KeptLease) -> tuple[SchedulingLoop, asyncio.Task[None]]:
@@ -180,6 +183,8 @@ class Replica:
             self._engine, fence, self._versions, faults=self._faults, metrics=self._metrics
         )
 
+        assets = self._assets = AssetTrigger(fence, self._versions, faults=self._faults)
+
         def runs_finished(dag_ids: set[str], backfill_ids: set[int]) -> None:
             schedules.wake(dag_ids)
             backfills.wake(backfill_ids)
@@ -194,6 +199,8 @@ class Replica:
                     timer.run(),
                     schedules.run(),
                     backfills.run(),
+                    assets.run(),
+                    *asset_watchers(self._config.asset_watchers, fence, self._faults),
                     housekeeper.run(),
                     OccupancyCompactor(self._engine).run(),
                 ],
@@ -293,6 +300,12 @@ class Replica:
         """A DAG was registered, unpaused or its run cancelled: look at its schedule now (when leading)."""
         if self._schedules is not None:
             self._schedules.wake([dag_id] if dag_id else [])
+        self.on_assets_queued()
+
+    def on_assets_queued(self, _payload: str = "") -> None:
+        """Asset events were queued for a DAG: make the runs they trigger now (when leading)."""
+        if self._assets is not None:
+            self._assets.wake()
 
     def on_backfill_changed(self, payload: str) -> None:
         """A backfill was created or resumed: advance it now (when leading)."""
@@ -309,6 +322,7 @@ class Replica:
         self._pending.request_full_scan()
         if self._schedules is not None:
             self._schedules.wake()
+        self.on_assets_queued()
         if self._backfills is not None:
             self._backfills.wake(everything=True)
 

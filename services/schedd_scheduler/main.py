@@ -25,6 +25,7 @@ from schedd_scheduler.executors import ExecutorKind, make_executor
 from schedd_scheduler.leadership import Replica
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_scheduler.pending import PendingRuns
+from schedd_scheduler.watcher_config import parse_watchers
 from schedd_store import channels
 from schedd_store.engine import make_engine
 from schedd_store.notify import Listener
@@ -35,7 +36,12 @@ from schedd_telemetry.setup import setup_telemetry
 log = logging.getLogger("schedd.scheduler")
 
 #: Read once, then removed from the environment; never accepted as flags (``schedd_exec.process_secrets``).
-SECRET_VARIABLES = ("SCHEDD_DATABASE_URL", "SCHEDD_TASK_DATABASE_URL", "SCHEDD_ETCD_PASSWORD")
+SECRET_VARIABLES = (
+    "SCHEDD_DATABASE_URL",
+    "SCHEDD_TASK_DATABASE_URL",
+    "SCHEDD_ETCD_PASSWORD",
+    "SCHEDD_ASSET_WATCHERS",
+)
 SECRET_FLAGS = {"--database-url": "SCHEDD_DATABASE_URL", "--task-database-url": "SCHEDD_TASK_DATABASE_URL"}
 
 
@@ -72,6 +78,7 @@ async def serve(config: SchedulerConfig) -> None:
                 channels.QUEUED: executor.wake,
                 channels.DAGS: replica.on_dag_changed,
                 channels.BACKFILLS: replica.on_backfill_changed,
+                channels.ASSETS: replica.on_assets_queued,
             },
             on_connect=replica.on_listener_reconnected,
         )
@@ -149,6 +156,11 @@ def cli(
     task_user: str = typer.Option(
         "", envvar="SCHEDD_TASK_USER", help="the local executor runs tasks as this user (root only)"
     ),
+    asset_watchers: str = typer.Option(
+        "",
+        envvar="SCHEDD_ASSET_WATCHERS",
+        help="JSON list of asset watchers (docs/scheduling.md); set it in the environment",
+    ),
     log_level: str = typer.Option("INFO", envvar="SCHEDD_LOG_LEVEL"),
 ) -> None:
     """Run a scheduler replica: campaign for leadership and schedule while leading.
@@ -187,6 +199,7 @@ class SchedulerOptions:
     retain_records: float
     max_map_length: int
     task_user: str
+    asset_watchers: str
     log_level: str
 
 
@@ -207,6 +220,7 @@ def scheduler_config(options: SchedulerOptions) -> SchedulerConfig:
         task_environment = (
             TaskEnvironment.for_runner(os.environ, options.task_user) if executor != "distributed" else None
         )
+        watchers = parse_watchers(options.asset_watchers)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     records = options.retain_records * DAY
@@ -223,6 +237,7 @@ def scheduler_config(options: SchedulerOptions) -> SchedulerConfig:
         task_database_url=options.task_database_url,
         task_environment=task_environment,
         max_map_length=options.max_map_length,
+        asset_watchers=watchers,
         retention=Retention(
             runs=options.retain_runs * DAY,
             logs=options.retain_logs * DAY,

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-untyped]
 
-from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, assets_pb2_grpc, resources_pb2 as pb
 from schedd_rpc.tls import ClientTLS, token_metadata
 
 #: Seconds a unary call may take.
@@ -77,6 +77,7 @@ class Api:
         self.pools = api_pb2_grpc.PoolServiceStub(self._channel)
         self.backfills = api_pb2_grpc.BackfillServiceStub(self._channel)
         self.audit = api_pb2_grpc.AuditServiceStub(self._channel)
+        self.assets = assets_pb2_grpc.AssetServiceStub(self._channel)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from schedd_web import (
     pages_admin,
+    pages_assets,
     pages_auth,
     pages_backfills,
     pages_calendar,
@@ -133,7 +134,7 @@ def make_app(config: WebConfig, metrics: WebMetrics | None = None) -> web.Applic
     app.router.add_get("/", home)
     app.router.add_static("/static", HERE / "static", append_version=False)
     pages = (pages_auth, pages_dags, pages_grid, pages_runs, pages_tasks, pages_backfills, pages_cluster)
-    for module in (*pages, pages_admin, pages_mapped, pages_calendar, pages_versions):
+    for module in (*pages, pages_admin, pages_mapped, pages_calendar, pages_versions, pages_assets):
         app.router.add_routes(module.routes)
     return app
 

@@ -39,7 +39,9 @@ real services. Groups (``--only`` picks some):
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out;
 - ``bursts``: a 50-link chain quiet, while 1,000 runs of a 5-task DAG are created at once (and their
   tasks/s), and right after 100 runs of a 1,000-task DAG (100k task instances) are created in a
-  queue no worker serves (``tests.benchmarks.bursts``).
+  queue no worker serves (``tests.benchmarks.bursts``);
+- ``assets``: from an asset event recorded through the api, and from a message on a watched Redis
+  stream, to the start of the run it triggers (100 each, one run per event; ``tests.benchmarks.assets``).
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
 and ``bench-results.png`` (chain latency CDF, throughput by worker count). Nothing is asserted.
@@ -69,6 +71,7 @@ from schedd_devstack.etcd_access import CREDENTIALS_ENV
 from schedd_devstack.services import Cluster
 from schedd_devstack.stack import DevStack
 from tests.benchmarks import ab
+from tests.benchmarks.assets import measure_asset_latency, watcher_env
 from tests.benchmarks.backfill import measure_backfill
 from tests.benchmarks.bursts import measure_bursts
 from tests.benchmarks.celery_peer import measure_celery
@@ -106,6 +109,7 @@ GROUPS = (
     "profile",
     "bursts",
     "growth",
+    "assets",
 )
 
 
@@ -234,6 +238,13 @@ class Bench:
                 self.results,
             )
 
+    def assets(self) -> None:
+        stream = f"schedd-bench-{os.getpid()}"
+        with self.cluster("assets", workers=2, scheduler_env=watcher_env(stream)) as c:
+            section(
+                "assets", lambda: measure_asset_latency(c, self.workdir, stream, events=100), self.results
+            )
+
     def timers(self) -> None:
         with self.cluster("timers", workers=4, worker_capacity=8) as c:
             section(
@@ -355,36 +366,9 @@ def main() -> None:
     with DevStack(durable=True) as stack:
         _use_etcd_root(stack)
         bench = Bench(stack, workdir, args)
-        if "floors" in groups:
-            bench.floors()
-        if "celery" in groups:
-            bench.celery()
-        if "throughput" in groups:
-            bench.throughput()
-        if "latency" in groups:
-            bench.latency()
-        if "failover" in groups:
-            bench.failover()
-        if "footprint" in groups:
-            bench.footprint()
-        if "backfill" in groups:
-            bench.backfill()
-        if "sensors" in groups:
-            bench.sensors()
-        if "timers" in groups:
-            bench.timers()
-        if "mapping" in groups:
-            bench.mapping()
-        if "flood" in groups:
-            bench.flood()
-        if "pypool" in groups:
-            bench.pypool()
-        if "profile" in groups:
-            bench.profile()
-        if "bursts" in groups:
-            bench.bursts()
-        if "growth" in groups:
-            bench.growth()
+        for name in GROUPS:  # in this order
+            if name in groups:
+                getattr(bench, name)()
     bench.results["bench_seconds"] = time.monotonic() - started
     write_report(bench.results, Path(args.out))
 

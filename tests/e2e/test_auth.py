@@ -16,7 +16,7 @@ import pytest
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from schedd.v1 import api_pb2, worker_pb2
+from schedd.v1 import api_pb2, assets_pb2, worker_pb2
 from schedd_auth import roles
 from schedd_devstack.services import Cluster
 from tests.fixtures.services import cluster_on_own_database, schedctl
@@ -28,7 +28,8 @@ EXIT_AUTH = 4
 
 API_METHODS = [
     (f"/{service.full_name}/{method.name}", GetMessageClass(method.input_type))
-    for service in api_pb2.DESCRIPTOR.services_by_name.values()
+    for descriptor in (api_pb2.DESCRIPTOR, assets_pb2.DESCRIPTOR)
+    for service in descriptor.services_by_name.values()
     for method in service.methods
 ]
 MUTATING = [(m, cls) for m, cls in API_METHODS if roles.METHODS[m].role != roles.VIEWER]
@@ -67,7 +68,16 @@ def token(cluster: Cluster, name: str, role: str, *extra: str) -> str:
 
 
 def snapshot(cluster: Cluster) -> dict[str, Any]:
-    tables = ["dags", "dag_versions", "dag_runs", "task_instances", "pools", "backfills", "api_tokens"]
+    tables = [
+        "dags",
+        "dag_versions",
+        "dag_runs",
+        "task_instances",
+        "pools",
+        "backfills",
+        "api_tokens",
+        "asset_events",
+    ]
     counts = {t: cluster.fetchval(f"SELECT count(*) FROM {t}") for t in tables}
     counts["paused"] = cluster.fetchval("SELECT count(*) FROM dags WHERE paused")
     counts["draining"] = cluster.fetchval("SELECT count(*) FROM workers WHERE state <> 'active'")
@@ -224,3 +234,19 @@ def test_schedctl_exit_codes_and_the_audit_command(secured: Cluster) -> None:
         secured.api_address, "--token", secured.admin_token, "tokens", "create", "x", "--role", "root"
     )
     assert bad_role.returncode == 2 and "role" in bad_role.stderr
+
+
+def test_only_an_operator_may_record_an_asset_event(secured: Cluster) -> None:
+    viewer = token(secured, "viewer-assets", "viewer")
+    operator = token(secured, "operator-assets", "operator")
+    for who, expected in [(None, "UNAUTHENTICATED"), (viewer, "PERMISSION_DENIED")]:
+        args = ["--token", who] if who else []
+        refused = schedctl(secured.api_address, *args, "assets", "emit", "s3://b/secured")
+        assert refused.returncode == EXIT_AUTH, refused.stderr
+        assert secured.fetchval("SELECT count(*) FROM asset_events") == 0, expected
+    listed = schedctl(secured.api_address, "--token", viewer, "assets", "events")
+    assert listed.returncode == 0, listed.stderr
+    recorded = schedctl(secured.api_address, "--token", operator, "assets", "emit", "s3://b/secured")
+    assert recorded.returncode == 0, recorded.stderr
+    assert secured.fetchval("SELECT count(*) FROM asset_events") == 1
+    assert audited(secured, "OK", "operator-assets") >= {"/schedd.v1.AssetService/CreateAssetEvent"}

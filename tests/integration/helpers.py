@@ -45,9 +45,12 @@ async def leading_loop(engine: AsyncEngine, token: int = 1) -> SchedulingLoop:
     return SchedulingLoop(engine, Fence(engine, token), PendingRuns(), VersionCache(), batch_size=500)
 
 
-async def finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> list[str]:
+async def finish_all_running(
+    engine: AsyncEngine, *, succeed: bool = True, result_json: str = ""
+) -> list[str]:
     """Claim every queued task instance of the default queue for worker ``w`` and report each
-    attempt ended (succeeded, or failed with exit code 1); the task ids claimed, sorted."""
+    attempt ended (succeeded, or failed with exit code 1; returning ``result_json``); the task ids
+    claimed, sorted."""
     claimed = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=100)
     statuses = await dispatch.apply_results(
         engine,
@@ -61,6 +64,7 @@ async def finish_all_running(engine: AsyncEngine, *, succeed: bool = True) -> li
                 exit_code=0 if succeed else 1,
                 error="",
                 ended_at=datetime.now(UTC),
+                result_json=result_json,
             )
             for c in claimed
         ],

@@ -14,6 +14,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from schedd.v1 import assets_pb2 as _assets_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -114,6 +115,8 @@ class _RunTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunType.Value
     RUN_TYPE_MANUAL: _RunType.ValueType  # 1
     RUN_TYPE_SCHEDULED: _RunType.ValueType  # 2
     RUN_TYPE_BACKFILL: _RunType.ValueType  # 3
+    RUN_TYPE_ASSET_TRIGGERED: _RunType.ValueType  # 4
+    """Made when the DAG's asset_schedule was met by asset events."""
 
 class RunType(_RunType, metaclass=_RunTypeEnumTypeWrapper): ...
 
@@ -121,6 +124,8 @@ RUN_TYPE_UNSPECIFIED: RunType.ValueType  # 0
 RUN_TYPE_MANUAL: RunType.ValueType  # 1
 RUN_TYPE_SCHEDULED: RunType.ValueType  # 2
 RUN_TYPE_BACKFILL: RunType.ValueType  # 3
+RUN_TYPE_ASSET_TRIGGERED: RunType.ValueType  # 4
+"""Made when the DAG's asset_schedule was met by asset events."""
 Global___RunType: _TypeAlias = RunType  # noqa: Y015
 
 class _TriggerRule:
@@ -614,6 +619,8 @@ class TaskSpec(_message.Message):
     GROUP_FIELD_NUMBER: _builtins.int
     SENSOR_FIELD_NUMBER: _builtins.int
     MAPPING_FIELD_NUMBER: _builtins.int
+    OUTLETS_FIELD_NUMBER: _builtins.int
+    INLETS_FIELD_NUMBER: _builtins.int
     task_id: _builtins.str
     retries: _builtins.int
     retry_exponential_backoff: _builtins.bool
@@ -682,6 +689,14 @@ class TaskSpec(_message.Message):
         one task instance per element of its expanded arguments (per combination, for several).
         """
 
+    @_builtins.property
+    def outlets(self) -> _containers.RepeatedCompositeFieldContainer[_assets_pb2.AssetRef]:
+        """Assets the task updates: its success records an event for each, in the same transaction."""
+
+    @_builtins.property
+    def inlets(self) -> _containers.RepeatedCompositeFieldContainer[_assets_pb2.AssetRef]:
+        """Assets the task reads (lineage only)."""
+
     def __init__(
         self,
         *,
@@ -714,10 +729,12 @@ class TaskSpec(_message.Message):
         group: _builtins.str = ...,
         sensor: Global___SensorSpec | None = ...,
         mapping: Global___TaskMapping | None = ...,
+        outlets: _abc.Iterable[_assets_pb2.AssetRef] | None = ...,
+        inlets: _abc.Iterable[_assets_pb2.AssetRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "execution_timeout", b"execution_timeout", "mapping", b"mapping", "max_retry_delay", b"max_retry_delay", "params", b"params", "python", b"python", "retry_delay", b"retry_delay", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "depends_on_past", b"depends_on_past", "env", b"env", "execution_timeout", b"execution_timeout", "group", b"group", "mapping", b"mapping", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "sensor", b"sensor", "setup", b"setup", "shell", b"shell", "task_id", b"task_id", "teardown", b"teardown", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "branch", b"branch", "depends_on_past", b"depends_on_past", "env", b"env", "execution_timeout", b"execution_timeout", "group", b"group", "inlets", b"inlets", "mapping", b"mapping", "max_active_instances", b"max_active_instances", "max_retry_delay", b"max_retry_delay", "on_failure", b"on_failure", "on_retry", b"on_retry", "on_success", b"on_success", "outlets", b"outlets", "params", b"params", "pool", b"pool", "pool_slots", b"pool_slots", "priority_weight", b"priority_weight", "python", b"python", "queue", b"queue", "retries", b"retries", "retry_delay", b"retry_delay", "retry_exponential_backoff", b"retry_exponential_backoff", "sensor", b"sensor", "setup", b"setup", "shell", b"shell", "task_id", b"task_id", "teardown", b"teardown", "transactional", b"transactional", "trigger_rule", b"trigger_rule", "upstream", b"upstream", "weight_rule", b"weight_rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_action: _TypeAlias = _typing.Literal["shell", "python"]  # noqa: Y015
     _WhichOneofArgType_action: _TypeAlias = _typing.Literal["action", b"action"]  # noqa: Y015
@@ -845,6 +862,7 @@ class DagSpec(_message.Message):
     CRON_SEMANTICS_FIELD_NUMBER: _builtins.int
     TRIGGER_FIELD_NUMBER: _builtins.int
     TRIGGER_OPTIONS_FIELD_NUMBER: _builtins.int
+    ASSET_SCHEDULE_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     description: _builtins.str
     schedule: _builtins.str
@@ -916,6 +934,12 @@ class DagSpec(_message.Message):
     def trigger_options(self) -> Global___TriggerOptions:
         """Options of trigger timetables (a cron `schedule` read as a trigger, or `trigger`)."""
 
+    @_builtins.property
+    def asset_schedule(self) -> _assets_pb2.AssetCondition:
+        """Runs when asset events meet this condition (each event consumed once per DAG); with a time
+        schedule as well, the DAG runs on either.
+        """
+
     def __init__(
         self,
         *,
@@ -941,10 +965,11 @@ class DagSpec(_message.Message):
         cron_semantics: Global___CronSemantics.ValueType = ...,
         trigger: Global___TriggerSchedule | None = ...,
         trigger_options: Global___TriggerOptions | None = ...,
+        asset_schedule: _assets_pb2.AssetCondition | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["asset_schedule", b"asset_schedule", "dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_undeclared_conf", b"allow_undeclared_conf", "catchup", b"catchup", "code_bundle", b"code_bundle", "cron_semantics", b"cron_semantics", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_undeclared_conf", b"allow_undeclared_conf", "asset_schedule", b"asset_schedule", "catchup", b"catchup", "code_bundle", b"code_bundle", "cron_semantics", b"cron_semantics", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

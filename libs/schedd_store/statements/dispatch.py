@@ -105,7 +105,10 @@ APPLY_RESULTS = _guarded(
     "  WHERE a.attempt_id = r.attempt_id AND a.state = ANY(:attempt_sources)"
     ") "
     f"SELECT id, run_pk, attempt_id, state, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text), "
-    f"(SELECT count(*) FROM callbacks) AS callbacks FROM applied",
+    f"(SELECT count(*) FROM callbacks) AS callbacks, "
+    "EXISTS (SELECT 1 FROM dag_runs ar JOIN dag_asset_refs ref ON ref.version_id = ar.dag_version_id "
+    "  WHERE ar.id = applied.run_pk AND ref.role = 'outlet' AND ref.task_id = applied.task_id) "
+    "AS has_outlets FROM applied",
     ti=({TaskState.RUNNING}, {TaskState.SUCCESS, TaskState.FAILED, TaskState.UP_FOR_RETRY}),
     attempt=({AttemptState.RUNNING}, {AttemptState.SUCCESS, AttemptState.FAILED}),
 )
