@@ -9,14 +9,17 @@ import os
 import grpc
 import typer
 
-from schedd.v1 import api_pb2
+from schedd.v1 import api_pb2, secrets_pb2
 from schedd_api.access import AuditServicer, TokenServicer
 from schedd_api.bundles import BundleServicer
 from schedd_api.config import ApiConfig
 from schedd_api.fleet_servicers import BackfillServicer, ClusterServicer, PoolServicer, WorkerServicer
 from schedd_api.metrics import ApiMetrics, MetricsInterceptor
+from schedd_api.secrets import SecretsServicer
 from schedd_api.servicer import DagServicer, RunServicer
 from schedd_api.watch import RunWatchers
+from schedd_auth.secret_backends import backends_from_env
+from schedd_auth.secret_box import SecretBox
 from schedd_auth.tokens import parse
 from schedd_coord.client import EtcdClient
 from schedd_coord.credentials import read_etcd_auth
@@ -43,13 +46,19 @@ from schedd_store import bootstrap_token, channels
 from schedd_store.callers import StoredCallers
 from schedd_store.engine import DATABASE_ERRORS, make_engine
 from schedd_store.notify import Listener
+from schedd_store.secrets import SecretStore
 from schedd_telemetry import tracing
 from schedd_telemetry.grpc_spans import ServerSpanInterceptor
 from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.api")
 
-SERVICES = [service.full_name for service in api_pb2.DESCRIPTOR.services_by_name.values()]
+SERVICES = [
+    service.full_name
+    for descriptor in (api_pb2.DESCRIPTOR, secrets_pb2.DESCRIPTOR)
+    for service in descriptor.services_by_name.values()
+    if service.name != "TaskSecrets"  # served by the registry
+]
 
 
 async def ensure_bootstrap_token(config: ApiConfig) -> None:
@@ -113,9 +122,19 @@ async def serve(config: ApiConfig) -> None:
         "BundleService": BundleServicer(engine, ArchiveLimits.from_env(os.environ)),
     }
 
+    secrets = SecretsServicer(
+        SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ))
+    )
+
     def register(server: grpc.aio.Server) -> None:
         for name, servicer in servicers.items():
             add_service(server, api_pb2.DESCRIPTOR.services_by_name[name], servicer, backend=DATABASE_ERRORS)
+        add_service(
+            server,
+            secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
+            secrets,
+            backend=DATABASE_ERRORS,
+        )
 
     if config.bootstrap_token:
         await ensure_bootstrap_token(config)
@@ -123,7 +142,10 @@ async def serve(config: ApiConfig) -> None:
         warn_auth_disabled("api")
     access = AccessInterceptor(
         StoredCallers(engine),
-        api_pb2.DESCRIPTOR.services_by_name.values(),
+        [
+            *api_pb2.DESCRIPTOR.services_by_name.values(),
+            secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
+        ],
         enabled=config.auth,
         refusal_window=window_from_env(os.environ),
         stream_limits=StreamLimits(StreamCaps.from_env(os.environ), registry=metrics.registry),

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import grpc
 import typer
 
-from schedd.v1 import worker_pb2
+from schedd.v1 import secrets_pb2, worker_pb2
+from schedd_auth.secret_backends import backends_from_env
+from schedd_auth.secret_box import SecretBox
 from schedd_core.errors import InvalidArgument
 from schedd_core.permits import AttemptWindows
 from schedd_exec.assignments import AssignmentBuilder
@@ -23,6 +25,7 @@ from schedd_registry.control_hints import ControlHints
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import RegistryMetrics
 from schedd_registry.servicer import WorkerRegistryServicer
+from schedd_registry.task_secrets import TaskSecretsServicer
 from schedd_registry.task_spans import TaskSpans
 from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
@@ -40,11 +43,15 @@ from schedd_store.callers import StoredCallers
 from schedd_store.claims import AssignmentClaims
 from schedd_store.engine import DATABASE_ERRORS, make_engine
 from schedd_store.notify import Listener
+from schedd_store.secrets import SecretStore
 from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.registry")
 
-SERVICES = [worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"].full_name]
+SERVICES = [
+    worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"].full_name,
+    secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"].full_name,
+]
 
 
 async def serve(config: RegistryConfig) -> None:
@@ -67,7 +74,8 @@ async def serve(config: RegistryConfig) -> None:
         faults=FaultPoints.from_env(os.environ),
     )
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
-    relay = CallbackRelay(engine, dispatcher)
+    secrets = SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ))
+    relay = CallbackRelay(engine, dispatcher, secrets=secrets)
     servicer.on_callback_done = relay.callback_done
     servicer.on_applied = metrics.applied
     hints = ControlHints(engine, dispatcher, drain_grace=config.drain_grace)
@@ -89,11 +97,22 @@ async def serve(config: RegistryConfig) -> None:
             servicer,
             backend=DATABASE_ERRORS,
         )
+        add_service(
+            server,
+            secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"],
+            TaskSecretsServicer(secrets),
+            backend=DATABASE_ERRORS,
+        )
 
     if not config.auth:
         warn_auth_disabled("registry")
     access = AccessInterceptor(
-        StoredCallers(engine), worker_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth
+        StoredCallers(engine),
+        [
+            *worker_pb2.DESCRIPTOR.services_by_name.values(),
+            secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"],
+        ],
+        enabled=config.auth,
     )
     server, health = make_server(
         config.listen,
