@@ -17,6 +17,7 @@ from schedctl import (  # noqa: F401  (each registers its commands)
     dags,
     deletes,
     runs,
+    secrets,
     settings,
     tasks,
 )

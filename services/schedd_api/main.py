@@ -8,6 +8,7 @@ import os
 
 import grpc
 import typer
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, secrets_pb2
 from schedd_api.access import AuditServicer, TokenServicer
@@ -53,12 +54,17 @@ from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.api")
 
-SERVICES = [
-    service.full_name
-    for descriptor in (api_pb2.DESCRIPTOR, secrets_pb2.DESCRIPTOR)
-    for service in descriptor.services_by_name.values()
-    if service.name != "TaskSecrets"  # served by the registry
-]
+#: The services the api serves, by name (TaskSecrets is the registry's).
+SERVED = {
+    **api_pb2.DESCRIPTOR.services_by_name,
+    "SecretsService": secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
+}
+SERVICES = [service.full_name for service in SERVED.values()]
+
+
+def secrets_servicer(engine: AsyncEngine) -> SecretsServicer:
+    """Variables and connections, with the keys and backends this process's environment names."""
+    return SecretsServicer(SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ)))
 
 
 async def ensure_bootstrap_token(config: ApiConfig) -> None:
@@ -105,7 +111,7 @@ async def serve(config: ApiConfig) -> None:
     listener = Listener(
         config.database_url, {channels.RUNS: watchers.notified}, on_connect=watchers.reconnected
     )
-    servicers = {
+    servicers: dict[str, object] = {
         "DagService": DagServicer(
             engine,
             clock,
@@ -120,21 +126,12 @@ async def serve(config: ApiConfig) -> None:
         "TokenService": TokenServicer(engine),
         "AuditService": AuditServicer(engine),
         "BundleService": BundleServicer(engine, ArchiveLimits.from_env(os.environ)),
+        "SecretsService": secrets_servicer(engine),
     }
-
-    secrets = SecretsServicer(
-        SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ))
-    )
 
     def register(server: grpc.aio.Server) -> None:
         for name, servicer in servicers.items():
-            add_service(server, api_pb2.DESCRIPTOR.services_by_name[name], servicer, backend=DATABASE_ERRORS)
-        add_service(
-            server,
-            secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
-            secrets,
-            backend=DATABASE_ERRORS,
-        )
+            add_service(server, SERVED[name], servicer, backend=DATABASE_ERRORS)
 
     if config.bootstrap_token:
         await ensure_bootstrap_token(config)
@@ -142,10 +139,7 @@ async def serve(config: ApiConfig) -> None:
         warn_auth_disabled("api")
     access = AccessInterceptor(
         StoredCallers(engine),
-        [
-            *api_pb2.DESCRIPTOR.services_by_name.values(),
-            secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
-        ],
+        SERVED.values(),
         enabled=config.auth,
         refusal_window=window_from_env(os.environ),
         stream_limits=StreamLimits(StreamCaps.from_env(os.environ), registry=metrics.registry),

@@ -48,10 +48,12 @@ from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.registry")
 
-SERVICES = [
-    worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"].full_name,
-    secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"].full_name,
-]
+#: The services the registry serves, by name.
+SERVED = {
+    "WorkerRegistry": worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"],
+    "TaskSecrets": secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"],
+}
+SERVICES = [service.full_name for service in SERVED.values()]
 
 
 async def serve(config: RegistryConfig) -> None:
@@ -90,30 +92,15 @@ async def serve(config: RegistryConfig) -> None:
         on_connect=dispatcher.wake_async,
     )
 
+    servicers = {"WorkerRegistry": servicer, "TaskSecrets": TaskSecretsServicer(secrets)}
+
     def register(server: grpc.aio.Server) -> None:
-        add_service(
-            server,
-            worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"],
-            servicer,
-            backend=DATABASE_ERRORS,
-        )
-        add_service(
-            server,
-            secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"],
-            TaskSecretsServicer(secrets),
-            backend=DATABASE_ERRORS,
-        )
+        for name, served in servicers.items():
+            add_service(server, SERVED[name], served, backend=DATABASE_ERRORS)
 
     if not config.auth:
         warn_auth_disabled("registry")
-    access = AccessInterceptor(
-        StoredCallers(engine),
-        [
-            *worker_pb2.DESCRIPTOR.services_by_name.values(),
-            secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"],
-        ],
-        enabled=config.auth,
-    )
+    access = AccessInterceptor(StoredCallers(engine), SERVED.values(), enabled=config.auth)
     server, health = make_server(
         config.listen,
         SERVICES,

@@ -25,7 +25,7 @@ import urllib.request
 from email.message import EmailMessage
 from typing import Any
 
-from schedd.v1 import resources_pb2 as pb
+from schedd.v1 import alerts_pb2
 from schedd_core.connections import ConnectionValue
 
 WEBHOOK_TIMEOUT = 10.0
@@ -65,7 +65,7 @@ def post_webhook(url: str, body: dict[str, Any], *, signing_key: str = "") -> No
             raise RuntimeError(f"webhook answered {response.status}")
 
 
-def send_email(target: pb.EmailTarget, body: dict[str, Any], smtp: ConnectionValue) -> None:
+def send_email(target: alerts_pb2.EmailTarget, body: dict[str, Any], smtp: ConnectionValue) -> None:
     """One email to ``target.to`` through the SMTP server of the connection ``smtp``."""
     message = EmailMessage()
     message["From"] = str(smtp.extra.get("from") or smtp.login or "schedd@localhost")

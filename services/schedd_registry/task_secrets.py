@@ -10,6 +10,7 @@ same message whether the name exists or not.
 
 from __future__ import annotations
 
+import json
 import re
 
 import grpc
@@ -57,6 +58,6 @@ class TaskSecretsServicer(secrets_pb2_grpc.TaskSecretsServicer):
                 password=c.password,
                 schema=c.schema,
                 port=c.port,
-                extra=c.to_json(),
+                extra=json.dumps(c.extra),
             ),
         )

@@ -34,6 +34,7 @@ from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.config import SchedulerConfig
+from schedd_scheduler.deadline_alerts import DeadlineAlerts
 from schedd_scheduler.housekeeping import Housekeeper, OccupancyCompactor
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.lost_attempts import LostAttemptSweeper
@@ -71,6 +72,7 @@ class Replica:
         self._sweeper: LostAttemptSweeper | None = None
         self._schedules: ScheduleTimer | None = None
         self._backfills: BackfillDriver | None = None
+        self._alerts: DeadlineAlerts | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Campaign and lead, term after term, until ``stop`` is set. etcd or PostgreSQL trouble
@@ -139,7 +141,7 @@ class Replica:
             outcome = await _first(work, lease.lost, stop)
         finally:
             timing.cancel()
-            self._sweeper = self._schedules = self._backfills = None
+            self._sweeper = self._schedules = self._backfills = self._alerts = None
         await self._end_term(token, outcome, loop, work, lease, stop)
 
     def _start_term(self, token: int, lease: KeptLease) -> tuple[SchedulingLoop, asyncio.Task[None]]:
@@ -185,6 +187,7 @@ class Replica:
             backfills.wake(backfill_ids)
 
         loop.on_runs_finished = runs_finished
+        alerts = self._alerts = DeadlineAlerts(self._engine, fence, self._versions, faults=self._faults)
         housekeeper = Housekeeper(fence, self._config.retention, interval=self._config.housekeeping_interval)
         work = asyncio.create_task(
             self._leader_work(
@@ -194,6 +197,7 @@ class Replica:
                     timer.run(),
                     schedules.run(),
                     backfills.run(),
+                    alerts.run(),
                     housekeeper.run(),
                     OccupancyCompactor(self._engine).run(),
                 ],
@@ -288,6 +292,12 @@ class Replica:
         """A registry marked attempts lost: fail them over now (when leading)."""
         if self._sweeper is not None:
             self._sweeper.wake()
+
+    def on_runs_notified(self, payload: str) -> None:
+        """A ``schedd_runs`` notification: one naming a whole run (a new run) pokes the deadline-alert
+        timer (when leading), which may have a nearer deadline to wait for."""
+        if self._alerts is not None and any(item and "/" not in item for item in payload.split(",")):
+            self._alerts.poke()
 
     def on_dag_changed(self, dag_id: str) -> None:
         """A DAG was registered, unpaused or its run cancelled: look at its schedule now (when leading)."""

@@ -102,6 +102,12 @@ from schedd_store.statements.dags import (
     LOCK_DAG_CURRENT_VERSION as LOCK_DAG_CURRENT_VERSION,
     SET_LATEST_VERSION as SET_LATEST_VERSION,
 )
+from schedd_store.statements.deadline_alerts import (
+    RECORD_DEADLINE_MISSES as RECORD_DEADLINE_MISSES,
+    RUN_DEADLINE_MISS as RUN_DEADLINE_MISS,
+    RUN_VERSION_SPEC as RUN_VERSION_SPEC,
+    UNFINISHED_RUNS_FOR_DEADLINES as UNFINISHED_RUNS_FOR_DEADLINES,
+)
 from schedd_store.statements.deletion import (
     DAG_IN_FLIGHT as DAG_IN_FLIGHT,
     DELETE_DAG as DELETE_DAG,
