@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from schedd.v1 import secrets_pb2, secrets_pb2_grpc, worker_pb2
+from schedd_core.connections import ConnectionValue
 from schedd_exec.attempt_log import AttemptLogs
 from schedd_rpc.tls import token_metadata
 
@@ -68,7 +69,7 @@ class SecretReads:
                 "port": c.port,
                 "extra": extra,
             }
-            values = [c.password] if c.password else []
+            values = ConnectionValue.from_json(json.dumps(connection)).secrets()
             answer = {"found": True, "connection": connection}
         self._logs().add_secrets(assignment.attempt.attempt_id, values)
         return answer
