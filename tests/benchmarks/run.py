@@ -39,7 +39,9 @@ real services. Groups (``--only`` picks some):
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out;
 - ``bursts``: a 50-link chain quiet, while 1,000 runs of a 5-task DAG are created at once (and their
   tasks/s), and right after 100 runs of a 1,000-task DAG (100k task instances) are created in a
-  queue no worker serves (``tests.benchmarks.bursts``).
+  queue no worker serves (``tests.benchmarks.bursts``);
+- ``deadlines``: the delay from a run's missed deadline to its miss being recorded and to its webhook
+  notification arriving, over ``--deadline-runs`` runs (``tests.benchmarks.deadlines``).
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
 and ``bench-results.png`` (chain latency CDF, throughput by worker count). Nothing is asserted.
@@ -74,6 +76,7 @@ from tests.benchmarks.bursts import measure_bursts
 from tests.benchmarks.celery_peer import measure_celery
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
+from tests.benchmarks.deadlines import measure_deadline_notifications
 from tests.benchmarks.flood import measure_flood
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.mapping import measure_mapped_task
@@ -106,6 +109,7 @@ GROUPS = (
     "profile",
     "bursts",
     "growth",
+    "deadlines",
 )
 
 
@@ -226,6 +230,14 @@ class Bench:
                 self.results,
             )
 
+    def deadlines(self) -> None:
+        with self.cluster("deadlines", workers=1) as c:
+            section(
+                "deadline_notifications",
+                lambda: measure_deadline_notifications(c, self.workdir, self.args.deadline_runs),
+                self.results,
+            )
+
     def sensors(self) -> None:
         with self.cluster("sensors", workers=4, worker_capacity=8) as c:
             section(
@@ -315,6 +327,7 @@ def _passed_on(args: argparse.Namespace) -> list[str]:
         f"--sensors={args.sensors}",
         f"--map-elements={args.map_elements}",
         f"--timer-tasks={args.timer_tasks}",
+        f"--deadline-runs={args.deadline_runs}",
     ]
 
 
@@ -326,6 +339,7 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=100)
     parser.add_argument("--backfill-intervals", type=int, default=365)
     parser.add_argument("--sensors", type=int, default=1000)
+    parser.add_argument("--deadline-runs", type=int, default=20, help="runs that miss a deadline (deadlines)")
     parser.add_argument("--map-elements", type=int, default=1000)
     parser.add_argument("--timer-tasks", type=int, default=20, help="retries and sensors per run (timers)")
     parser.add_argument("--only", default="", help="comma-separated groups: " + ", ".join(GROUPS))
@@ -355,36 +369,9 @@ def main() -> None:
     with DevStack(durable=True) as stack:
         _use_etcd_root(stack)
         bench = Bench(stack, workdir, args)
-        if "floors" in groups:
-            bench.floors()
-        if "celery" in groups:
-            bench.celery()
-        if "throughput" in groups:
-            bench.throughput()
-        if "latency" in groups:
-            bench.latency()
-        if "failover" in groups:
-            bench.failover()
-        if "footprint" in groups:
-            bench.footprint()
-        if "backfill" in groups:
-            bench.backfill()
-        if "sensors" in groups:
-            bench.sensors()
-        if "timers" in groups:
-            bench.timers()
-        if "mapping" in groups:
-            bench.mapping()
-        if "flood" in groups:
-            bench.flood()
-        if "pypool" in groups:
-            bench.pypool()
-        if "profile" in groups:
-            bench.profile()
-        if "bursts" in groups:
-            bench.bursts()
-        if "growth" in groups:
-            bench.growth()
+        for name in GROUPS:  # in this order
+            if name in groups:
+                getattr(bench, name)()
     bench.results["bench_seconds"] = time.monotonic() - started
     write_report(bench.results, Path(args.out))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ class Post:
     path: str
     headers: dict[str, str]
     raw: bytes
+    #: When it arrived (``time.time()``).
+    at: float = 0.0
 
     @property
     def body(self) -> dict[str, Any]:
@@ -50,7 +53,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         with self.server.lock:
-            self.server.posts.append(Post(self.path, dict(self.headers.items()), raw))
+            self.server.posts.append(Post(self.path, dict(self.headers.items()), raw, time.time()))
         self.send_response(200)
         self.end_headers()
 
