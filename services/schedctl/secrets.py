@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from schedctl.cli import EXIT_REJECTED, OutputOption, app, call, fail, show, state, use_format
+from schedctl.cli import EXIT_REJECTED, Format, OutputOption, app, call, fail, show, state, use_format
 from schedd.v1 import secrets_pb2 as spb
 from schedd_auth.secret_box import new_key
 
@@ -115,15 +115,17 @@ def variables_delete(key: str, output_format: OutputOption = None) -> None:
 
 
 @variables_app.command("import")
-def variables_import(path: Path, dag: DagsOption = None) -> None:
+def variables_import(path: Path, dag: DagsOption = None, output_format: OutputOption = None) -> None:
     """Set every variable of a JSON object ``{"key": value}`` (a value that is not a string is
     stored as its JSON), as Airflow's ``variables export`` writes it."""
+    use_format(output_format)
     data = _load(path)
+    stored = []
     for key, value in data.items():
         text = value if isinstance(value, str) else json.dumps(value)
         variable = spb.Variable(key=key, value=text, dag_ids=dag or [])
-        call(state.client.secrets.SetVariable, spb.SetVariableRequest(variable=variable))
-    print(f"{len(data)} variables imported")
+        stored.append(call(state.client.secrets.SetVariable, spb.SetVariableRequest(variable=variable)))
+    show(stored, f"{len(stored)} variables imported")
 
 
 def _connection(conn_id: str, fields: dict[str, Any], dag_ids: list[str]) -> spb.Connection:
@@ -209,17 +211,21 @@ def connections_delete(conn_id: str, output_format: OutputOption = None) -> None
 
 
 @connections_app.command("import")
-def connections_import(path: Path, dag: DagsOption = None) -> None:
+def connections_import(path: Path, dag: DagsOption = None, output_format: OutputOption = None) -> None:
     """Set every connection of a JSON object ``{"conn_id": {"conn_type": ..., "host": ...}}`` (or
     ``{"conn_id": "uri"}``), as Airflow's ``connections export`` writes it."""
+    use_format(output_format)
     data = _load(path)
+    stored = []
     for conn_id, fields in data.items():
         given = {"uri": fields} if isinstance(fields, str) else fields
         if not isinstance(given, dict):
             fail(EXIT_REJECTED, f"connection {conn_id}: must be a URI or an object of fields")
         connection = _connection(conn_id, given, dag or [])
-        call(state.client.secrets.SetConnection, spb.SetConnectionRequest(connection=connection))
-    print(f"{len(data)} connections imported")
+        stored.append(
+            call(state.client.secrets.SetConnection, spb.SetConnectionRequest(connection=connection))
+        )
+    show(stored, f"{len(stored)} connections imported")
 
 
 @secrets_app.command("rotate")
@@ -232,6 +238,13 @@ def secrets_rotate(output_format: OutputOption = None) -> None:
 
 
 @secrets_app.command("new-key")
-def secrets_new_key() -> None:
+def secrets_new_key(output_format: OutputOption = None) -> None:
     """Print a new random encryption key (for SCHEDD_SECRETS_KEYS); nothing is sent."""
-    print(new_key())
+    use_format(output_format)
+    key = new_key()
+    if state.format is Format.json:
+        print(json.dumps({"key": key}))
+    elif state.format is Format.yaml:
+        print(f"key: {key}")
+    else:
+        print(key)
