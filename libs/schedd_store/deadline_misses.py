@@ -53,16 +53,23 @@ async def record(conn: FencedConnection, missed: tuple[RunDeadline, ...], notify
     return sorted(int(r.run_pk) for r in rows)
 
 
-async def run_deadline(engine: AsyncEngine, run_pk: int) -> tuple[datetime | None, datetime | None]:
+async def run_deadline(
+    engine: AsyncEngine, dag_id: str, run_id: str
+) -> tuple[datetime | None, datetime | None]:
     """A run's deadline (None when its DAG version has none) and when its miss was recorded (None
     while it was not)."""
     async with engine.connect() as conn:
-        miss = (await conn.execute(sql.RUN_DEADLINE_MISS, {"run_pk": run_pk})).one_or_none()
-        if miss is not None:
-            return miss.deadline_at, miss.missed_at
-        row = (await conn.execute(sql.RUN_VERSION_SPEC, {"run_pk": run_pk})).one_or_none()
+        row = (await conn.execute(sql.RUN_DEADLINE, {"dag_id": dag_id, "run_id": run_id})).one_or_none()
     if row is None:
         return None, None
-    spec = pb.DagSpec.FromString(bytes(row.spec))
-    rule = deadline_rule(spec)
+    if row.missed_at is not None:
+        return row.deadline_at, row.missed_at
+    rule = deadline_rule(pb.DagSpec.FromString(bytes(row.spec)))
     return (None if rule is None else rule.deadline(row.logical_date, row.created_at)), None
+
+
+def describe_miss(deadline: datetime | None, missed: datetime | None) -> str:
+    """The line ``explain`` adds for a run that missed its deadline ("" otherwise)."""
+    if deadline is None or missed is None:
+        return ""
+    return f"the run missed its deadline {deadline.isoformat()} (recorded {missed.isoformat()})"

@@ -172,7 +172,7 @@ class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
         dag_id, run_id = await self._run_name(request.name)
         record = await run_store.get_run(self._engine, dag_id, run_id)
         message = translate.run(record)
-        deadline, missed = await deadline_misses.run_deadline(self._engine, record.pk)
+        deadline, missed = await deadline_misses.run_deadline(self._engine, dag_id, run_id)
         if deadline is not None:
             message.deadline_time.FromDatetime(deadline)
         if missed is not None:
@@ -297,8 +297,12 @@ class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
     ) -> api_pb2.Explanation:
         dag_id, run_id, key = await self._task_name(request.name)
         state, reasons = await explaining.explain_task(self._engine, dag_id, run_id, key)
+        missed = deadline_misses.describe_miss(
+            *await deadline_misses.run_deadline(self._engine, dag_id, run_id)
+        )
         return api_pb2.Explanation(
-            state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()), reasons=reasons
+            state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()),
+            reasons=[*reasons, missed] if missed else reasons,
         )
 
     async def ListRuns(

@@ -335,6 +335,8 @@ def test_a_missed_deadline_is_recorded_once_shown_and_notified(env: Env) -> None
     )
     shown = env.ok("runs", "get", "late/r1")
     assert "missed its deadline" in shown, shown
+    explained = env.ok("explain", "late/r1", "slow")
+    assert "the run missed its deadline" in explained, explained
     run = json.loads(env.ok("-o", "json", "runs", "get", "late/r1"))
     assert run["deadline_missed_time"] >= run["deadline_time"]
     env.ok("runs", "cancel", "late/r1")

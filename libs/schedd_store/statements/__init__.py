@@ -104,8 +104,7 @@ from schedd_store.statements.dags import (
 )
 from schedd_store.statements.deadline_alerts import (
     RECORD_DEADLINE_MISSES as RECORD_DEADLINE_MISSES,
-    RUN_DEADLINE_MISS as RUN_DEADLINE_MISS,
-    RUN_VERSION_SPEC as RUN_VERSION_SPEC,
+    RUN_DEADLINE as RUN_DEADLINE,
     UNFINISHED_RUNS_FOR_DEADLINES as UNFINISHED_RUNS_FOR_DEADLINES,
 )
 from schedd_store.statements.deletion import (

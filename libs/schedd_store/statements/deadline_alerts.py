@@ -33,11 +33,10 @@ RECORD_DEADLINE_MISSES = _sql(
     "FROM missed"
 )
 
-#: A run's deadline miss, if recorded.
-RUN_DEADLINE_MISS = _sql("SELECT deadline_at, missed_at FROM deadline_misses WHERE run_pk = :run_pk")
-
-#: A run's DAG version spec, logical date and creation time (to work out its deadline).
-RUN_VERSION_SPEC = _sql(
-    "SELECT v.spec, r.logical_date, r.created_at FROM dag_runs r "
-    "JOIN dag_versions v ON v.id = r.dag_version_id WHERE r.id = :run_pk"
+#: A run's DAG version spec, logical date and creation time (to work out its deadline), and its miss
+#: if recorded.
+RUN_DEADLINE = _sql(
+    "SELECT v.spec, r.logical_date, r.created_at, m.deadline_at, m.missed_at FROM dag_runs r "
+    "JOIN dag_versions v ON v.id = r.dag_version_id LEFT JOIN deadline_misses m ON m.run_pk = r.id "
+    "WHERE r.dag_id = :dag_id AND r.run_id = :run_id"
 )
