@@ -184,8 +184,11 @@ def test_schedctl_manages_variables_and_connections_under_the_roles(env: Env) ->
     )
     env.ok("variables", "delete", "imp_a")
     assert env.ctl("variables", "get", "imp_a").returncode == 3
-    # Values never reach the audit log.
+    # Values never reach the audit log; the resource names what was changed.
     audit = env.cluster.fetch("SELECT method, resource, detail FROM audit_log")
+    assert {"variables/api_token", "connections/warehouse", "variables/imp_a"} <= {
+        r["resource"] for r in audit
+    }
     assert TOKEN_VALUE not in json.dumps(audit, default=str) and DB_PASSWORD not in json.dumps(
         audit, default=str
     )
@@ -243,11 +246,21 @@ def test_a_task_reads_values_and_its_log_and_error_mask_them(env: Env) -> None:
         {
             "dag_id": "reads",
             "tasks": [
-                {"task_id": "prints", "upstream": [], "python": {"target": f"{TASKS}:print_secrets"}},
+                {
+                    "task_id": "prints",
+                    "upstream": [],
+                    "python": {"target": f"{TASKS}:print_secrets"},
+                    "on_success": [
+                        {"webhook": {"url": env.hooks.url("/success"), "signing_connection": "hook_key"}}
+                    ],
+                },
                 {
                     "task_id": "fails",
                     "upstream": [],
                     "python": {"target": f"{TASKS}:fail_with_secret"},
+                    "retries": 1,
+                    "retry_delay": "0.1s",
+                    "on_retry": [{"email": {"to": ["retries@example.org"], "connection": "smtp"}}],
                     "on_failure": [
                         {"webhook": {"url": env.hooks.url("/failure"), "signing_connection": "hook_key"}},
                         {"email": {"to": ["ops@example.org"], "connection": "smtp", "subject": "[test]"}},
@@ -279,10 +292,23 @@ def test_a_task_reads_values_and_its_log_and_error_mask_them(env: Env) -> None:
     assert not verify_signature("another key", post.raw, post.headers)
     assert not verify_signature(HOOK_KEY, post.raw, post.headers, now=time.time() + 3600)  # a replay
     assert post.body["event"] == "failure" and post.body["task_id"] == "fails"
-    mails = wait_until("the failure email", env.smtp.received, LIVENESS)
-    assert mails[0]["To"] == "ops@example.org" and "failure" in str(mails[0]["Subject"])
+    mails = wait_until(
+        "the failure email",
+        lambda: [m for m in env.smtp.received() if m["To"] == "ops@example.org"],
+        LIVENESS,
+    )
+    assert "failure" in str(mails[0]["Subject"])
     notified = wait_until("the notifier", lambda: env.evidence_of("notifier"), LIVENESS)
     assert notified[0]["event"]["event"] == "failure"
+    # Success and retry are notified the same way.
+    [success] = wait_until("the success webhook", lambda: env.hooks.at("/success"), LIVENESS)
+    assert verify_signature(HOOK_KEY, success.raw, success.headers) and success.body["event"] == "success"
+    retried = wait_until(
+        "the retry email",
+        lambda: [m for m in env.smtp.received() if m["To"] == "retries@example.org"],
+        LIVENESS,
+    )
+    assert "retry" in str(retried[0]["Subject"])
 
 
 def test_a_task_of_another_dag_cannot_read_a_value_not_granted_to_it(env: Env) -> None:
