@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from schedd.v1 import alerts_pb2, resources_pb2 as pb
 from schedd_core.connections import NAME
+from schedd_core.durations import check_duration
 from schedd_core.errors import InvalidArgument
 from schedd_core.limits import MAX_CALLBACKS, MAX_URL_CHARS
 
@@ -80,11 +81,7 @@ def check_deadline(spec: pb.DagSpec) -> None:
         alerts_pb2.DEADLINE_REFERENCE_QUEUED_AT,
     ):
         raise InvalidArgument("spec.deadline.reference", "must be LOGICAL_DATE or QUEUED_AT")
-    interval = deadline.interval
-    if (
-        not deadline.HasField("interval")
-        or interval.seconds < 0
-        or (interval.seconds, interval.nanos) <= (0, 0)
-    ):
+    if not deadline.HasField("interval"):
         raise InvalidArgument("spec.deadline.interval", "must be a positive duration")
+    check_duration("spec.deadline.interval", deadline.interval, positive=True)
     check_callback_list("spec.deadline.callbacks", deadline.callbacks)

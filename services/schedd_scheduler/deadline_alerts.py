@@ -6,7 +6,9 @@ out each one's deadline from its DAG version's ``DeadlineAlert``, records the du
 transaction together with their outbox events (``schedd_store.deadline_misses``), and sleeps until
 the earliest deadline still to come (:func:`schedd_core.deadline_alerts.plan`), or until poked: the
 scheduler pokes it when a run is created (a ``schedd_runs`` notification naming a run). With no
-deadline to wait for it looks again after ``idle_recheck`` seconds (a missed notification).
+deadline to wait for it looks again after ``idle_recheck`` seconds (a missed notification). A
+failure of its own (the database unreachable, or anything else) is logged and retried with backoff;
+only a lost fence or lease ends it, with the term.
 
 Fault points (tests): ``deadlines.detected`` after a look found misses and before the fenced
 transaction, ``deadlines.recorded`` after it committed. A leader killed at either point leaves the
@@ -70,9 +72,10 @@ class DeadlineAlerts:
             except (FencedOut, LeaseExpired):
                 raise
             except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                log.warning("deadline alerts failed (%s); again in %.1fs", exc, backoff.delay)
+                # Not the term's end: a database that cannot be reached, or a fault of this timer's
+                # own, is retried with backoff while the scheduling loop goes on.
+                level = logging.WARNING if is_transient(exc) else logging.ERROR
+                log.log(level, "deadline alerts failed (%s); again in %.1fs", exc, backoff.delay)
                 delay = backoff.take()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), delay)

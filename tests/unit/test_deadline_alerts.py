@@ -62,9 +62,10 @@ def _spec_with(deadline: pb.DeadlineAlert) -> pb.DagSpec:
 
 
 def test_the_spec_deadline_is_checked_field_by_field() -> None:
-    with pytest.raises(InvalidArgument) as caught:
-        check_deadline(_spec_with(pb.DeadlineAlert()))
-    assert caught.value.field == "spec.deadline.interval"
+    for interval in (None, duration_pb2.Duration(seconds=0), duration_pb2.Duration(seconds=400 * 86400)):
+        with pytest.raises(InvalidArgument) as caught:
+            check_deadline(_spec_with(pb.DeadlineAlert(interval=interval)))
+        assert caught.value.field == "spec.deadline.interval"
     bad_target = pb.DeadlineAlert(
         interval=duration_pb2.Duration(seconds=5),
         callbacks=[pb.Callback(email=alerts_pb2.EmailTarget(to=["x"]))],
