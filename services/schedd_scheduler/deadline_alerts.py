@@ -36,8 +36,9 @@ from schedd_store.versions import UnreadableVersion, VersionCache
 
 log = logging.getLogger(__name__)
 
-#: The shortest time between two looks caused by pokes (a burst of new runs makes one look).
-MIN_LOOK_INTERVAL = 0.05
+#: The shortest time from a look to the next one caused by pokes (a burst of new runs makes one look):
+#: a run whose deadline falls sooner than this after it was created may be noticed this much later.
+MIN_POKE_INTERVAL = 0.5
 
 
 class DeadlineAlerts:
@@ -77,10 +78,16 @@ class DeadlineAlerts:
                 level = logging.WARNING if is_transient(exc) else logging.ERROR
                 log.log(level, "deadline alerts failed (%s); again in %.1fs", exc, backoff.delay)
                 delay = backoff.take()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poke.wait(), delay)
-            self._poke.clear()
-            await asyncio.sleep(max(0.0, MIN_LOOK_INTERVAL - (time.monotonic() - started)))
+            await self._wait(started, time.monotonic() + delay)
+
+    async def _wait(self, last_look: float, next_look: float) -> None:
+        """Until ``next_look`` (monotonic), or a poke; a poke makes the next look no sooner than
+        ``MIN_POKE_INTERVAL`` after the last one (a burst of new runs costs one look), and never later
+        than ``next_look``, so a known deadline is never delayed by pokes."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._poke.wait(), max(0.0, next_look - time.monotonic()))
+            await asyncio.sleep(max(0.0, min(last_look + MIN_POKE_INTERVAL, next_look) - time.monotonic()))
+        self._poke.clear()
 
     async def look(self) -> float:
         """Record the misses due now; return seconds until the next look."""
