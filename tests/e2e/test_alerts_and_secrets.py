@@ -6,7 +6,9 @@ signed webhook (to a local HTTP receiver), by email (to a local SMTP server) and
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,9 +54,10 @@ class Env:
         if stdin is None:
             return schedctl(self.cluster.api_address, "--token", token or self.cluster.admin_token, *args)
         return subprocess.run(
-            ["python", "-m", "schedctl.main", "--api", self.cluster.api_address, "--token",
+            [sys.executable, "-m", "schedctl.main", "--api", self.cluster.api_address, "--token",
              token or self.cluster.admin_token, *args],
             input=stdin, capture_output=True, text=True, timeout=60, check=False,
+            env={k: v for k, v in os.environ.items() if not k.startswith("SCHEDD_")},
         )  # fmt: skip
 
     def ok(self, *args: str, token: str | None = None) -> str:
@@ -164,6 +167,13 @@ def test_schedctl_manages_variables_and_connections_under_the_roles(env: Env) ->
     assert (
         json.loads(env.ok("-o", "json", "variables", "get", "api_token", token=env.reader))["value"]
         == TOKEN_VALUE
+    )
+    # A value given as "-" is read from standard input (it stays out of the command line).
+    piped = env.ctl("variables", "set", "from_stdin", "-", stdin="piped-value\n")
+    assert piped.returncode == 0, piped.stderr
+    assert (
+        json.loads(env.ok("-o", "json", "variables", "get", "from_stdin", token=env.reader))["value"]
+        == "piped-value"
     )
     # Backends answer first: the environment and the mounted files.
     assert (
