@@ -30,6 +30,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from schedd_auth.secret_box import KEYS_FILE_ENV, new_key
 from schedd_coord.access import ROOT_USER
 from schedd_devstack.binaries import DevstackError
 from schedd_devstack.credentials import write_secret
@@ -258,7 +259,16 @@ def _make_cluster(stack: DevStack, schedulers: int, workers: int) -> Cluster:
         dags_paused_at_creation=True,
         web=True,
         web_port=DEFAULT_WEB_PORT if port_is_free(DEFAULT_WEB_PORT) else None,
+        service_env={KEYS_FILE_ENV: str(_secrets_keys(stack.base_dir))},
     )
+
+
+def _secrets_keys(base_dir: Path) -> Path:
+    """The stack's key file for variables and connections (made once, kept with the stack's data)."""
+    path = base_dir / "secrets-keys"
+    if not path.exists():
+        write_secret(path, new_key() + "\n")
+    return path
 
 
 def _start_cluster(cluster: Cluster, stack: DevStack, schedulers: int, workers: int) -> None:

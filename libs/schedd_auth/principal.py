@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
-from schedd_auth.roles import ADMIN
+from schedd_auth.roles import SECRETS
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Principal:
 
 
 #: The principal of every call while authentication is disabled (development only).
-ANONYMOUS = Principal("anonymous", ADMIN)
+ANONYMOUS = Principal("anonymous", SECRETS)
 
 _current: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("schedd_principal", default=None)
 

@@ -2,7 +2,9 @@
 
 Roles of people and automation, each including the one before: ``viewer`` (read everything),
 ``operator`` (also trigger, clear, cancel, mark, pause, backfill), ``admin`` (also register DAGs,
-set pools, delete DAGs, runs and pools, tokens, drain workers, read the audit log). ``worker`` is a
+set pools, delete DAGs, runs and pools, tokens, drain workers, read the audit log, write variables
+and connections), ``secrets`` (also read variable and connection values back; the other roles see
+their names only). ``worker`` is a
 role of its own: it may speak the worker protocol (``WorkerRegistry.Connect``, ``FetchBundle``) and
 nothing else, and no other role may speak it.
 
@@ -20,14 +22,15 @@ from dataclasses import dataclass
 VIEWER = "viewer"
 OPERATOR = "operator"
 ADMIN = "admin"
+SECRETS = "secrets"
 WORKER = "worker"
 ENROLL = "enroll"
 
 #: Roles a token can have, in the order ``schedctl tokens create --role`` lists them.
-ROLES = (VIEWER, OPERATOR, ADMIN, WORKER, ENROLL)
+ROLES = (VIEWER, OPERATOR, ADMIN, SECRETS, WORKER, ENROLL)
 #: Roles of their own: each may call only the methods that need exactly it.
 _SEPARATE = frozenset({WORKER, ENROLL})
-_RANK = {VIEWER: 0, OPERATOR: 1, ADMIN: 2}
+_RANK = {VIEWER: 0, OPERATOR: 1, ADMIN: 2, SECRETS: 3}
 
 PUBLIC_SERVICES = frozenset(
     {
@@ -109,6 +112,23 @@ METHODS: dict[str, Access] = {
         {"CreateToken": _ADMINISTER, "ListTokens": _ADMIN_READ, "RevokeToken": _ADMINISTER},
     ),
     **_service("AuditService", {"ListAuditRecords": _ADMIN_READ}),
+    # Variables and connections: a value is answered only to `secrets` (the servicer checks it).
+    **_service(
+        "SecretsService",
+        {
+            "SetVariable": _ADMINISTER,
+            "GetVariable": _READ,
+            "ListVariables": _READ,
+            "DeleteVariable": _ADMINISTER,
+            "SetConnection": _ADMINISTER,
+            "GetConnection": _READ,
+            "ListConnections": _READ,
+            "DeleteConnection": _ADMINISTER,
+            "RotateSecrets": _ADMINISTER,
+        },
+    ),
+    # A task's read of a variable or connection, asked by its worker.
+    **_service("TaskSecrets", {"ReadSecret": Access(WORKER, audited=False)}),
     # The worker protocol: authenticated when the stream opens; its messages are not audited.
     **_service(
         "WorkerRegistry",
@@ -124,6 +144,11 @@ METHODS: dict[str, Access] = {
 def is_public(method: str) -> bool:
     """Whether ``method`` (``/package.Service/Method``) needs no token."""
     return method.split("/")[1] in PUBLIC_SERVICES if method.count("/") == 2 else False
+
+
+def reads_secret_values(role: str) -> bool:
+    """Whether a principal with ``role`` may read variable and connection values back."""
+    return role == SECRETS
 
 
 def allows(role: str, needed: str) -> bool:

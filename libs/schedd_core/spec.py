@@ -17,10 +17,10 @@ from collections.abc import Mapping
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.assets import normalize_spec_assets
+from schedd_core.callback_spec import PYTHON_TARGET, check_callbacks, check_deadline
 from schedd_core.durations import check_duration
 from schedd_core.errors import InvalidArgument, quote
 from schedd_core.limits import (
-    MAX_CALLBACKS,
     MAX_COMMAND_BYTES,
     MAX_CONCURRENCY,
     MAX_DEPTH,
@@ -34,7 +34,6 @@ from schedd_core.limits import (
     MAX_TAG_CHARS,
     MAX_TAGS,
     MAX_TASKS,
-    MAX_URL_CHARS,
 )
 from schedd_core.mapping_spec import check_mapping
 from schedd_core.params import check_param_schemas
@@ -113,7 +112,8 @@ def _check_dag_fields(spec: pb.DagSpec) -> None:
             raise InvalidArgument(f"spec.tags[{i}]", f"must have 1 to {MAX_TAG_CHARS} characters")
     _check_params("spec.params", spec)
     check_param_schemas(spec)
-    _check_callbacks("spec", spec, ("on_failure", "on_success"))
+    check_callbacks("spec", spec, ("on_failure", "on_success"))
+    check_deadline(spec)
     timetable_of(spec)  # schedule, time zone, start and end dates
     normalize_spec_assets(spec)  # outlets, inlets and the asset schedule (on a copy)
 
@@ -159,32 +159,6 @@ def _check_params(field: str, owner: pb.DagSpec | pb.TaskSpec) -> None:
         raise InvalidArgument(field, f"is {owner.params.ByteSize()} bytes; the limit is {MAX_PARAMS_BYTES}")
 
 
-def _check_callbacks(where: str, owner: pb.DagSpec | pb.TaskSpec, events: tuple[str, ...]) -> None:
-    for event in events:
-        callbacks = getattr(owner, event)
-        if len(callbacks) > MAX_CALLBACKS:
-            raise InvalidArgument(
-                f"{where}.{event}", f"has {len(callbacks)} callbacks; the limit is {MAX_CALLBACKS}"
-            )
-        for i, callback in enumerate(callbacks):
-            field = f"{where}.{event}[{i}]"
-            kind = callback.WhichOneof("target")
-            if kind is None:
-                raise InvalidArgument(field, "needs a target: python or webhook_url")
-            if kind == "python" and not _PYTHON_TARGET.fullmatch(callback.python.target):
-                raise InvalidArgument(f"{field}.python.target", "must look like 'package.module:function'")
-            if kind == "python" and (callback.python.args or callback.python.kwargs):
-                raise InvalidArgument(f"{field}.python", "a callback takes no arguments: it gets the event")
-            if kind == "webhook_url" and (
-                not re.fullmatch(r"https?://[^\s/$.?#][^\s]*", callback.webhook_url)
-                or len(callback.webhook_url) > MAX_URL_CHARS
-            ):
-                raise InvalidArgument(f"{field}.webhook_url", "must be an http:// or https:// URL")
-
-
-_PYTHON_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*", re.ASCII)
-
-
 def _validate_task_options(where: str, task: pb.TaskSpec, pools: dict[str, int] | None) -> None:
     action = task.WhichOneof("action")
     if action is None:
@@ -194,7 +168,7 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: dict[str, int] 
             raise InvalidArgument(f"{where}.shell.command", "must not be empty")
         if len(task.shell.command.encode()) > MAX_COMMAND_BYTES:
             raise InvalidArgument(f"{where}.shell.command", f"is longer than {MAX_COMMAND_BYTES} bytes")
-    if action == "python" and not _PYTHON_TARGET.fullmatch(task.python.target):
+    if action == "python" and not PYTHON_TARGET.fullmatch(task.python.target):
         raise InvalidArgument(f"{where}.python.target", "must look like 'package.module:function'")
     if task.branch and action != "python":
         raise InvalidArgument(
@@ -233,7 +207,7 @@ def _validate_task_options(where: str, task: pb.TaskSpec, pools: dict[str, int] 
     if env_bytes > MAX_ENV_BYTES:
         raise InvalidArgument(f"{where}.env", f"is {env_bytes} bytes; the limit is {MAX_ENV_BYTES}")
     _check_params(f"{where}.params", task)
-    _check_callbacks(where, task, ("on_failure", "on_retry", "on_success"))
+    check_callbacks(where, task, ("on_failure", "on_retry", "on_success"))
     check_sensor(where, task)
 
 

@@ -14,7 +14,10 @@ message). Guaranteed:
 * A failed, stopped or skipped attempt's log ends with a line saying so and why: the error (a
   Python task's traceback, an exit code, ``killed by SIGKILL``, a timeout), after the output, on a
   line of its own. A successful attempt adds nothing: an attempt that printed nothing and succeeded
-  costs nothing here.
+  costs nothing here (but the end of its output held back by the masking, if any).
+* Every value registered with :meth:`AttemptLogs.add_secrets` (what the task read: variables,
+  connection passwords) is masked (``schedd_exec.log_masking``) in the output and in the failure
+  line, before anything is returned for storage.
 * The output kept stays ``NOTE_RESERVE`` bytes under the store's per-attempt cap (one marker line
   says where it was cut), so that the failure still fits within the cap.
 
@@ -32,6 +35,7 @@ from datetime import UTC, datetime
 from schedd.v1 import worker_pb2
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT, MAX_LOG_PIECE_CHARS
 from schedd_core.log_lines import LineStamper
+from schedd_exec.log_masking import SecretMask
 from schedd_exec.outcome import Outcome
 
 #: Bytes of the per-attempt cap kept for the line that says how the attempt failed.
@@ -57,6 +61,7 @@ class _Log:
     )
     size: int = 0
     cut: bool = False
+    mask: SecretMask = field(default_factory=SecretMask)
 
 
 class AttemptLogs:
@@ -72,6 +77,18 @@ class AttemptLogs:
         self._clock = clock
         self._logs: dict[str, _Log] = {}
 
+    def add_secrets(self, attempt_id: str, values: list[str]) -> None:
+        """Mask ``values`` in this attempt's log from now on."""
+        log = self._logs.get(attempt_id)
+        if log is None:
+            log = self._logs[attempt_id] = _Log()
+        log.mask.add(values)
+
+    def masked(self, attempt_id: str, text: str) -> str:
+        """``text`` (an error message of the attempt) with the attempt's registered values masked."""
+        log = self._logs.get(attempt_id)
+        return log.mask.mask(text) if log is not None else text
+
     def output(self, attempt_id: str, data: bytes) -> list[LogText]:
         """The stamped text of ``data``, read now from the attempt's output; nothing when there is
         no whole character yet, or the output is past the cap."""
@@ -80,7 +97,7 @@ class AttemptLogs:
             log = self._logs[attempt_id] = _Log()
         if log.cut:
             return []
-        text = log.decoder.decode(data)
+        text = log.mask.feed(log.decoder.decode(data))
         if not text:
             return []
         stamped = log.stamper.stamp(_storable(text), self._clock())
@@ -96,15 +113,19 @@ class AttemptLogs:
     def ended(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> list[LogText]:
         """Forget the attempt; the lines that end its log when it did not succeed."""
         log = self._logs.pop(assignment.attempt.attempt_id, None)
-        if outcome.succeeded:
-            return []
         if log is None:
             log = _Log()
-        rest = "" if log.cut else _storable(log.decoder.decode(b"", final=True))
+        rest = (
+            ""
+            if log.cut
+            else _storable(log.mask.feed(log.decoder.decode(b"", final=True)) + log.mask.flush())
+        )
+        if outcome.succeeded:
+            return self._append(log, log.stamper.stamp(rest, self._clock())) if rest else []
         if not (rest.endswith("\n") if rest else log.stamper.at_line_start):
             rest += "\n"  # the failure starts a line of its own
         how = "was stopped" if outcome.abandoned else "was skipped" if outcome.skipped else "failed"
-        note = f"[schedd] try {assignment.attempt.try_number} {how}: {_reason(outcome)}\n"
+        note = f"[schedd] try {assignment.attempt.try_number} {how}: {log.mask.mask(_reason(outcome))}\n"
         return self._append(log, log.stamper.stamp(rest + note, self._clock()))
 
     @staticmethod

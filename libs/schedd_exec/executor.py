@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 OutputSink = Callable[[worker_pb2.Assignment, bytes], None]
 DoneSink = Callable[[worker_pb2.Assignment, Outcome], None]
+#: Answers a running task's question (a variable or a connection, by name) for its assignment.
+SecretAsker = Callable[[worker_pb2.Assignment, str, str], Awaitable[dict[str, Any]]]
 
 
 class AttemptExecutor:
@@ -59,9 +62,12 @@ class AttemptExecutor:
         task_database_url: str = "",
         bundles: BundleCache | None = None,
         environment: TaskEnvironment | None = None,
+        secrets: SecretAsker | None = None,
     ) -> None:
         """``environment`` is what every task process starts with and as whom it runs (default: the
-        allowed part of this process's environment, as this process's user)."""
+        allowed part of this process's environment, as this process's user); ``secrets`` answers a
+        Python task's reads of variables and connections (without it, they are refused)."""
+        self._secrets = secrets
         self._kill_grace = kill_grace
         self._environment = (
             environment if environment is not None else TaskEnvironment.from_environ(os.environ)
@@ -264,6 +270,7 @@ class AttemptExecutor:
                 "secret": assignment.commit_secret,
                 "started_at": datetime.now(UTC).isoformat(),
             }
+        on_ask = functools.partial(self._secrets, assignment) if self._secrets is not None else None
         if assignment.code_bundle:
             if self._bundle_pools is None:
                 raise RuntimeError("this executor cannot run code bundles (it has no bundle cache)")
@@ -275,6 +282,7 @@ class AttemptExecutor:
                 params=params,
                 transaction=transaction,
                 on_output=sink,
+                on_ask=on_ask,
             )
         else:
             py = await self._pool.run(
@@ -284,6 +292,7 @@ class AttemptExecutor:
                 params=params,
                 transaction=transaction,
                 on_output=sink,
+                on_ask=on_ask,
             )
         return Outcome(
             py.succeeded,

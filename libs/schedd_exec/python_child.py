@@ -80,6 +80,7 @@ from schedd_core.arguments import ARGUMENTS_ENV, ArgumentError, resolve_argument
 from schedd_core.limits import MAX_RESULT_BYTES
 from schedd_core.mapped_arguments import MAP_INDEX_ENV, MAPPING_ENV, resolve_mapped_arguments
 from schedd_core.task_context import RunningTask
+from schedd_exec import task_channel
 from schedd_exec.task_call import SignatureError, TaskCallable
 
 TRACEBACK_LINES = 20
@@ -207,7 +208,17 @@ class Child:
         message: dict[str, Any] = json.loads(body)
         return message
 
+    def ask(self, question: dict[str, Any]) -> dict[str, Any]:
+        """Ask the worker (a variable, a connection) while a task runs; its answer is the next
+        message on the request pipe."""
+        self.send(question)
+        answer = self.receive()
+        if answer is None:
+            raise TaskError("the worker closed the channel while the task was asking it")
+        return answer
+
     def serve(self) -> None:
+        task_channel.install(self.ask)
         self.send({"ready": os.getpid()})
         while (request := self.receive()) is not None:
             transactional = request.get("transaction") is not None

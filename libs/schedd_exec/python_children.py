@@ -17,7 +17,7 @@ import os
 import signal
 import struct
 import tempfile
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +64,8 @@ class Child:
         self.reader_task: asyncio.Task[None] | None = None
         self.watch_task: asyncio.Task[None] | None = None
         self.reap_task: asyncio.Task[None] | None = None
+        #: Answers the running task's questions (``schedd_exec.task_channel``); None: none allowed.
+        self.asker: Asker | None = None
         self._out_closed = False
 
     def signal(self, sig: signal.Signals) -> None:
@@ -110,6 +112,24 @@ def describe_exit(returncode: int) -> str:
             name = f"signal {-returncode}"
         return f"killed by {name}"
     return f"exited with status {returncode}"
+
+
+Asker = Callable[[str, str], Awaitable[dict[str, Any]]]
+
+
+async def _answer(child: Child, question: dict[str, Any]) -> None:
+    """Answer a task's question on its request pipe; an error answer when no one may answer it."""
+    asker = child.asker
+    try:
+        if asker is None:
+            answer: dict[str, Any] = {"error": "this task cannot ask its worker anything"}
+        else:
+            answer = await asker(str(question.get("ask", "")), str(question.get("name", "")))
+    except Exception as exc:
+        answer = {"error": str(exc) or type(exc).__name__}
+    data = json.dumps(answer, separators=(",", ":")).encode()
+    if child.proc.stdin is not None and not child.exited.is_set():
+        child.proc.stdin.write(HEADER.pack(len(data)) + data)
 
 
 class ChildKeeper:
@@ -211,7 +231,10 @@ class ChildKeeper:
                 message = json.loads(await reader.readexactly(size))
                 if not isinstance(message, dict):
                     raise ValueError("a reply is not a JSON object")
-                child.resolve(message)
+                if "ask" in message:
+                    self._spawn_task(_answer(child, message))
+                else:
+                    child.resolve(message)
         except asyncio.IncompleteReadError:
             pass  # EOF: the child exited (or closed its end)
         except (ValueError, OSError) as exc:

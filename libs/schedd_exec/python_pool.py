@@ -77,6 +77,7 @@ from schedd_exec.python_children import (
     HEADER,
     KILL_WAIT,
     TIMED_OUT,
+    Asker,
     Child,
     ChildKeeper,
     Exited,
@@ -227,12 +228,14 @@ class PythonPool(ChildKeeper):
         params: dict[str, object] | None = None,
         transaction: dict[str, object] | None = None,
         on_output: Callable[[bytes], None] | None = None,
+        on_ask: Asker | None = None,
     ) -> PyOutcome:
         """Run ``target`` (``package.module:function``) in an idle child, waiting for one if needed.
 
         ``env`` is applied on top of the child's environment for this task only;
         ``timeout`` (seconds) counts from when the task is handed to a child. With ``on_output``,
         the task's output goes there as it is written, and the outcome's ``output`` is empty.
+        ``on_ask`` answers the task's questions (``schedd_exec.task_channel``); without it, none.
         """
         if not self._started:
             raise RuntimeError("the pool was not started")
@@ -253,6 +256,7 @@ class PythonPool(ChildKeeper):
         fut: asyncio.Future[Reply] = loop.create_future()
         child.pending = fut
         child.busy = True
+        child.asker = on_ask
         if self._reaper is not None:
             self._reaper.watch(child.pid)
         started = datetime.now(UTC)
@@ -280,6 +284,7 @@ class PythonPool(ChildKeeper):
             self._discard(child)
             raise
         finally:
+            child.asker = None
             if timer is not None:
                 timer.cancel()
         return await self._finish(child, reply, timeout, started, stream)

@@ -311,11 +311,15 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 def resource_of(message: Message) -> str:
     """The resource a request names: its ``name`` or ``parent``, else the id of the resource it
-    carries (``dags/{dag_id}`` for a DAG spec, ``pools/{name}`` for a pool)."""
+    carries (``dags/{dag_id}`` for a DAG spec, ``pools/{name}`` for a pool, ``variables/{key}`` and
+    ``connections/{conn_id}``; never a value)."""
     names = message.DESCRIPTOR.fields_by_name
     for key in ("name", "parent"):
         if key in names and getattr(message, key):
             return str(getattr(message, key))
+    secret = _secret_name(message)
+    if secret:
+        return secret
     for descriptor in message.DESCRIPTOR.fields:
         if descriptor.message_type is None or descriptor.is_repeated:
             continue
@@ -327,6 +331,18 @@ def resource_of(message: Message) -> str:
             return f"dags/{inner.dag_id}"
         if "name" in inner_names and isinstance(inner.name, str) and inner.name:
             return f"{descriptor.name}s/{inner.name}"
+        if _secret_name(inner):
+            return _secret_name(inner)
+    return ""
+
+
+def _secret_name(message: Message) -> str:
+    """``variables/{key}`` or ``connections/{conn_id}`` for a message of the secrets protos."""
+    if message.DESCRIPTOR.file.name != "schedd/v1/secrets.proto":
+        return ""
+    for field, kind in (("key", "variables"), ("conn_id", "connections")):
+        if field in message.DESCRIPTOR.fields_by_name and getattr(message, field):
+            return f"{kind}/{getattr(message, field)}"
     return ""
 
 

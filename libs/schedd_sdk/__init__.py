@@ -56,13 +56,16 @@ from schedd_core.task_context import (
 from schedd_sdk.arguments import TaskResult
 from schedd_sdk.assets import Asset, AssetAll, AssetAny, AssetOrTimeSchedule
 from schedd_sdk.dags import DAG, DagFunction, dag
+from schedd_sdk.deadlines import DeadlineAlert, DeadlineReference
 from schedd_sdk.errors import DagDefinitionError, DagLoadError, DagValidationError
 from schedd_sdk.functions import TaskFunction, task
 from schedd_sdk.groups import TaskGroup, task_group
 from schedd_sdk.mapping import PartialTask
+from schedd_sdk.notifiers import Notifier
 from schedd_sdk.options import Callback, TaskOptions, TriggerRule, WeightRule
 from schedd_sdk.params import Param
 from schedd_sdk.runtime import map_index, upstream_results
+from schedd_sdk.secrets import Connection, Variable
 from schedd_sdk.sensors import PokeReturnValue as PokeReturnValue
 from schedd_sdk.setup_teardown import setup, teardown
 from schedd_sdk.tasks import Task, chain, shell
@@ -84,6 +87,7 @@ __all__ = [
     "AssetAny",
     "AssetOrTimeSchedule",
     "Callback",
+    "Connection",
     "ContinuousTimetable",
     "CronDataIntervalTimetable",
     "CronTriggerTimetable",
@@ -92,11 +96,14 @@ __all__ = [
     "DagLoadError",
     "DagRunInfo",
     "DagValidationError",
+    "DeadlineAlert",
+    "DeadlineReference",
     "DeltaDataIntervalTimetable",
     "DeltaTriggerTimetable",
     "EventsTimetable",
     "MultipleCronTriggerTimetable",
     "NoTaskContext",
+    "Notifier",
     "OnceTimetable",
     "Param",
     "PartialTask",
@@ -108,6 +115,7 @@ __all__ = [
     "TaskOptions",
     "TaskResult",
     "TriggerRule",
+    "Variable",
     "WeightRule",
     "chain",
     "dag",

@@ -41,6 +41,7 @@ from schedd_core.errors import InvalidArgument
 from schedd_core.spec import check_id
 from schedd_sdk import context
 from schedd_sdk.compile import compile_dag, validate_compiled
+from schedd_sdk.deadlines import DeadlineAlert
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.groups import TaskGroup
 from schedd_sdk.options import Callback, Callbacks, Checker, DurationLike, Options
@@ -90,6 +91,7 @@ class DAG:
         on_success: Callbacks | None = None,
         default_args: Mapping[str, Any] | None = None,
         allow_undeclared_conf: bool = False,
+        deadline: DeadlineAlert | None = None,
     ) -> None:
         where = f"DAG {dag_id!r}"
         if not isinstance(dag_id, str):
@@ -131,6 +133,9 @@ class DAG:
         self.params: Mapping[str, Any] | None = check.json_mapping("params")
         self.on_failure: tuple[Callback, ...] = check.callbacks("on_failure") or ()
         self.on_success: tuple[Callback, ...] = check.callbacks("on_success") or ()
+        if deadline is not None and not isinstance(deadline, DeadlineAlert):
+            raise DagDefinitionError(f"{where}: deadline must be a DeadlineAlert, got {deadline!r}")
+        self.deadline = deadline
         if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
             raise DagDefinitionError(f"{where}: tags must be an iterable of strings, got {tags!r}")
         self.tags: tuple[str, ...] = tuple(dict.fromkeys(tags))
@@ -221,6 +226,8 @@ class DAG:
         Raises :class:`~schedd_sdk.errors.DagValidationError` naming the field (and the task).
         """
         spec = compile_dag(self)
+        if self.deadline is not None:
+            spec.deadline.CopyFrom(self.deadline.to_proto())
         if validate:
             validate_compiled(spec)
         return spec

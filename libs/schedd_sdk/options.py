@@ -24,14 +24,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import timedelta
-from typing import Any, Literal, TypedDict, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, TypedDict, TypeVar
 
 from google.protobuf import duration_pb2, struct_pb2
 
 from schedd.v1 import assets_pb2 as apb, resources_pb2 as pb
 from schedd_core.triggers import TriggerRule
 from schedd_sdk.assets import Asset, asset_refs
+from schedd_sdk.callbacks import Callback as Callback, CallbackLike as CallbackLike, Callbacks as Callbacks
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.targets import import_path
 
@@ -64,45 +64,6 @@ class WeightRule(enum.StrEnum):
 
     def to_proto(self) -> pb.WeightRule.ValueType:
         return pb.WeightRule.Value("WEIGHT_RULE_" + self.value.upper())
-
-
-@dataclass(frozen=True)
-class Callback:
-    """Where an event (failure, retry, success) is delivered.
-
-    ``Callback.python("pkg.mod:func")`` runs a callable on a worker; ``Callback.webhook(url)``
-    POSTs a JSON body to an http(s) URL. A plain top-level function may be passed wherever a
-    callback is expected; it becomes ``Callback.python`` of its import path.
-    """
-
-    kind: Literal["python", "webhook"]
-    target: str
-
-    @classmethod
-    def python(cls, target: str | Callable[..., Any]) -> Callback:
-        """A Python callable named ``package.module:function`` (or the function itself)."""
-        if callable(target):
-            return cls("python", import_path(target, what="callback"))
-        if not isinstance(target, str) or not _TARGET.fullmatch(target):
-            raise DagDefinitionError(f"Callback.python: {target!r} must look like 'package.module:function'")
-        return cls("python", target)
-
-    @classmethod
-    def webhook(cls, url: str) -> Callback:
-        """An HTTP POST of a JSON body to ``url`` (http or https)."""
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            raise DagDefinitionError(f"Callback.webhook: {url!r} is not an http(s) URL")
-        return cls("webhook", url)
-
-    def to_proto(self) -> pb.Callback:
-        if self.kind == "python":
-            return pb.Callback(python=pb.PythonCallable(target=self.target))
-        return pb.Callback(webhook_url=self.target)
-
-
-CallbackLike = Callback | Callable[..., Any]
-Callbacks = CallbackLike | Sequence[CallbackLike]
 
 
 class TaskOptions(TypedDict, total=False):

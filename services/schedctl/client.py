@@ -7,7 +7,7 @@ from typing import TypeVar
 
 import grpc
 
-from schedd.v1 import api_pb2, api_pb2_grpc, assets_pb2_grpc, resources_pb2 as pb
+from schedd.v1 import api_pb2, api_pb2_grpc, assets_pb2_grpc, resources_pb2 as pb, secrets_pb2_grpc
 from schedd_rpc.tls import ClientTLS, token_metadata
 
 T = TypeVar("T")
@@ -35,6 +35,7 @@ class ApiClient:
         self.audit = api_pb2_grpc.AuditServiceStub(self._channel)
         self.bundles = api_pb2_grpc.BundleServiceStub(self._channel)
         self.assets = assets_pb2_grpc.AssetServiceStub(self._channel)
+        self.secrets = secrets_pb2_grpc.SecretsServiceStub(self._channel)
 
     def watch_run(self, name: str, timeout: float | None) -> Iterator[pb.DagRun]:
         """The run's states as ``WatchRun`` streams them (``timeout``: for the whole stream)."""

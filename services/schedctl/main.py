@@ -18,6 +18,7 @@ from schedctl import (  # noqa: F401  (each registers its commands)
     dags,
     deletes,
     runs,
+    secrets,
     settings,
     tasks,
 )

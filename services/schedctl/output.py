@@ -145,6 +145,12 @@ def run_table(run: pb.DagRun, *, wide: bool = False) -> Table:
         details.append(f"made by {run.backfill}")
     if run.error:
         details.append(f"error: {run.error}")
+    if run.HasField("deadline_missed_time"):
+        details.append(
+            f"missed its deadline {_time(run.deadline_time)} (recorded {_time(run.deadline_missed_time)})"
+        )
+    elif run.HasField("deadline_time"):
+        details.append(f"deadline {_time(run.deadline_time)}")
     other = sorted(
         {key_of(t) for t in run.task_instances if t.dag_version and t.dag_version != run.dag_version}
     )

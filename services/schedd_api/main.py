@@ -8,16 +8,20 @@ import os
 
 import grpc
 import typer
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from schedd.v1 import api_pb2, assets_pb2
+from schedd.v1 import api_pb2, assets_pb2, secrets_pb2
 from schedd_api.access import AuditServicer, TokenServicer
 from schedd_api.assets import AssetServicer
 from schedd_api.bundles import BundleServicer
 from schedd_api.config import ApiConfig
 from schedd_api.fleet_servicers import BackfillServicer, ClusterServicer, PoolServicer, WorkerServicer
 from schedd_api.metrics import ApiMetrics, MetricsInterceptor
+from schedd_api.secrets import SecretsServicer
 from schedd_api.servicer import DagServicer, RunServicer
 from schedd_api.watch import RunWatchers
+from schedd_auth.secret_backends import backends_from_env
+from schedd_auth.secret_box import SecretBox
 from schedd_auth.tokens import parse
 from schedd_coord.client import EtcdClient
 from schedd_coord.credentials import read_etcd_auth
@@ -44,18 +48,26 @@ from schedd_store import bootstrap_token, channels
 from schedd_store.callers import StoredCallers
 from schedd_store.engine import DATABASE_ERRORS, make_engine
 from schedd_store.notify import Listener
+from schedd_store.secrets import SecretStore
 from schedd_telemetry import tracing
 from schedd_telemetry.grpc_spans import ServerSpanInterceptor
 from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.api")
 
-#: Every service of the api, with its descriptor (the asset service is defined in a proto of its own).
-DESCRIPTORS = [
-    *api_pb2.DESCRIPTOR.services_by_name.values(),
-    assets_pb2.DESCRIPTOR.services_by_name["AssetService"],
-]
-SERVICES = [service.full_name for service in DESCRIPTORS]
+#: The services the api serves, by name (the asset and secrets services are defined in protos of
+#: their own; TaskSecrets is the registry's).
+SERVED = {
+    **api_pb2.DESCRIPTOR.services_by_name,
+    "AssetService": assets_pb2.DESCRIPTOR.services_by_name["AssetService"],
+    "SecretsService": secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
+}
+SERVICES = [service.full_name for service in SERVED.values()]
+
+
+def secrets_servicer(engine: AsyncEngine) -> SecretsServicer:
+    """Variables and connections, with the keys and backends this process's environment names."""
+    return SecretsServicer(SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ)))
 
 
 async def ensure_bootstrap_token(config: ApiConfig) -> None:
@@ -102,7 +114,7 @@ async def serve(config: ApiConfig) -> None:
     listener = Listener(
         config.database_url, {channels.RUNS: watchers.notified}, on_connect=watchers.reconnected
     )
-    servicers = {
+    servicers: dict[str, object] = {
         "DagService": DagServicer(
             engine,
             clock,
@@ -118,12 +130,12 @@ async def serve(config: ApiConfig) -> None:
         "AuditService": AuditServicer(engine),
         "BundleService": BundleServicer(engine, ArchiveLimits.from_env(os.environ)),
         "AssetService": AssetServicer(engine),
+        "SecretsService": secrets_servicer(engine),
     }
-    by_name = {service.name: service for service in DESCRIPTORS}
 
     def register(server: grpc.aio.Server) -> None:
         for name, servicer in servicers.items():
-            add_service(server, by_name[name], servicer, backend=DATABASE_ERRORS)
+            add_service(server, SERVED[name], servicer, backend=DATABASE_ERRORS)
 
     if config.bootstrap_token:
         await ensure_bootstrap_token(config)
@@ -131,7 +143,7 @@ async def serve(config: ApiConfig) -> None:
         warn_auth_disabled("api")
     access = AccessInterceptor(
         StoredCallers(engine),
-        DESCRIPTORS,
+        SERVED.values(),
         enabled=config.auth,
         refusal_window=window_from_env(os.environ),
         stream_limits=StreamLimits(StreamCaps.from_env(os.environ), registry=metrics.registry),

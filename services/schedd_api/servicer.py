@@ -26,6 +26,7 @@ from schedd_rpc.request_keys import request_key
 from schedd_store import (
     control,
     dags as dag_store,
+    deadline_misses,
     deletion,
     explaining,
     logs as log_store,
@@ -169,7 +170,14 @@ class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
 
     async def GetRun(self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.DagRun:
         dag_id, run_id = await self._run_name(request.name)
-        return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
+        record = await run_store.get_run(self._engine, dag_id, run_id)
+        message = translate.run(record)
+        deadline, missed = await deadline_misses.run_deadline(self._engine, dag_id, run_id)
+        if deadline is not None:
+            message.deadline_time.FromDatetime(deadline)
+        if missed is not None:
+            message.deadline_missed_time.FromDatetime(missed)
+        return message
 
     async def _run_name(self, name: str, field: str = "name") -> tuple[str, str]:
         """The run a name means; ``dags/{dag}/runs/@latest`` is the DAG's newest run."""
@@ -289,8 +297,12 @@ class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
     ) -> api_pb2.Explanation:
         dag_id, run_id, key = await self._task_name(request.name)
         state, reasons = await explaining.explain_task(self._engine, dag_id, run_id, key)
+        missed = deadline_misses.describe_miss(
+            *await deadline_misses.run_deadline(self._engine, dag_id, run_id)
+        )
         return api_pb2.Explanation(
-            state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()), reasons=reasons
+            state=pb.TaskState.Value("TASK_STATE_" + state.value.upper()),
+            reasons=[*reasons, missed] if missed else reasons,
         )
 
     async def ListRuns(

@@ -1,5 +1,8 @@
-"""Relaying outbox events to their callbacks: webhooks (HTTP POST of the event as JSON) and Python
-callables (run on a connected worker, with the event as ``params``).
+"""Relaying outbox events to their callbacks: webhooks (HTTP POST of the event as JSON, signed when
+the target names a signing connection), emails (SMTP, through a connection) and Python callables
+(run on a connected worker, with the event as ``params``; a notifier class is one). Events: a task's
+``failure``, ``retry`` and ``success``, a run's ``failure`` and ``success``, and a run's
+``deadline_missed``.
 
 Every registry replica relays; rows are shared with ``SKIP LOCKED`` and a lease. An event with
 several callbacks is retried whole when one fails, so a callback may see an event more than once:
@@ -12,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import logging
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,22 +23,32 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_core.backoff import Backoff
+from schedd_core.connections import ConnectionValue
 from schedd_registry.dispatcher import Dispatcher
+from schedd_registry.notifications import post_webhook, send_email
 from schedd_rpc import convert
 from schedd_store import outbox
 from schedd_store.outbox import OutboxEvent
+from schedd_store.secrets import CONNECTION, SecretStore
 from schedd_store.versions import VersionCache
 
 log = logging.getLogger(__name__)
 
-WEBHOOK_TIMEOUT = 10.0
 CALLBACK_TIMEOUT = 60.0
 LEASE = 120.0
 
 
 class CallbackRelay:
-    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, *, max_attempts: int = 10) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        dispatcher: Dispatcher,
+        *,
+        max_attempts: int = 10,
+        secrets: SecretStore | None = None,
+    ) -> None:
         self._engine = engine
+        self._secrets = secrets
         self._dispatcher = dispatcher
         self._versions = VersionCache()
         self._max_attempts = max_attempts
@@ -81,10 +92,7 @@ class CallbackRelay:
         try:
             callbacks, body = await self._resolve(event)
             for callback in callbacks:
-                if callback.HasField("webhook_url"):
-                    await asyncio.to_thread(_post, callback.webhook_url, body)
-                else:
-                    await self._run_on_worker(callback.python.target, body)
+                await self._send(callback, body)
         except Exception as exc:
             delay = min(2.0**event.attempts, 300.0)
             log.warning("delivering event %d failed (attempt %d): %s", event.id, event.attempts + 1, exc)
@@ -94,6 +102,26 @@ class CallbackRelay:
             return
         await outbox.mark_delivered(self._engine, [event.id])
         self.delivered += 1
+
+    async def _send(self, callback: pb.Callback, body: dict[str, Any]) -> None:
+        kind = callback.WhichOneof("target")
+        if kind == "webhook_url":
+            await asyncio.to_thread(post_webhook, callback.webhook_url, body)
+        elif kind == "webhook":
+            key = ""
+            if callback.webhook.signing_connection:
+                key = (await self._connection(callback.webhook.signing_connection)).password
+            await asyncio.to_thread(post_webhook, callback.webhook.url, body, signing_key=key)
+        elif kind == "email":
+            smtp = await self._connection(callback.email.connection)
+            await asyncio.to_thread(send_email, callback.email, body, smtp)
+        else:
+            await self._run_on_worker(callback.python.target, body)
+
+    async def _connection(self, conn_id: str) -> ConnectionValue:
+        if self._secrets is None:
+            raise RuntimeError(f"connection {conn_id!r} is needed but this registry has no secrets store")
+        return (await self._secrets.get(CONNECTION, conn_id, with_value=True)).connection()
 
     async def _resolve(self, event: OutboxEvent) -> tuple[list[pb.Callback], dict[str, Any]]:
         if event.dag_version_id is None:
@@ -112,7 +140,11 @@ class CallbackRelay:
                 kind, []
             )
         else:
-            chosen = {"success": spec.on_success, "failure": spec.on_failure}.get(kind, [])
+            chosen = {
+                "success": spec.on_success,
+                "failure": spec.on_failure,
+                "deadline_missed": spec.deadline.callbacks,
+            }.get(kind, [])
         return list(chosen), body
 
     async def _run_on_worker(self, target: str, body: dict[str, Any]) -> None:
@@ -139,12 +171,3 @@ class CallbackRelay:
             self._waiting.pop(key, None)
         if not ok:
             raise RuntimeError(f"callback {target} failed: {error}")
-
-
-def _post(url: str, body: dict[str, Any]) -> None:
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT) as response:
-        if response.status >= 300:
-            raise RuntimeError(f"webhook answered {response.status}")

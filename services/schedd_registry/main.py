@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import grpc
 import typer
 
-from schedd.v1 import worker_pb2
+from schedd.v1 import secrets_pb2, worker_pb2
+from schedd_auth.secret_backends import backends_from_env
+from schedd_auth.secret_box import SecretBox
 from schedd_core.errors import InvalidArgument
 from schedd_core.permits import AttemptWindows
 from schedd_exec.assignments import AssignmentBuilder
@@ -23,6 +25,7 @@ from schedd_registry.control_hints import ControlHints
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import RegistryMetrics
 from schedd_registry.servicer import WorkerRegistryServicer
+from schedd_registry.task_secrets import TaskSecretsServicer
 from schedd_registry.task_spans import TaskSpans
 from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.frame import add_service
@@ -40,11 +43,17 @@ from schedd_store.callers import StoredCallers
 from schedd_store.claims import AssignmentClaims
 from schedd_store.engine import DATABASE_ERRORS, make_engine
 from schedd_store.notify import Listener
+from schedd_store.secrets import SecretStore
 from schedd_telemetry.setup import setup_telemetry
 
 log = logging.getLogger("schedd.registry")
 
-SERVICES = [worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"].full_name]
+#: The services the registry serves, by name.
+SERVED = {
+    "WorkerRegistry": worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"],
+    "TaskSecrets": secrets_pb2.DESCRIPTOR.services_by_name["TaskSecrets"],
+}
+SERVICES = [service.full_name for service in SERVED.values()]
 
 
 async def serve(config: RegistryConfig) -> None:
@@ -67,7 +76,8 @@ async def serve(config: RegistryConfig) -> None:
         faults=FaultPoints.from_env(os.environ),
     )
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
-    relay = CallbackRelay(engine, dispatcher)
+    secrets = SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ))
+    relay = CallbackRelay(engine, dispatcher, secrets=secrets)
     servicer.on_callback_done = relay.callback_done
     servicer.reports.on_applied = metrics.applied
     dispatcher.on_handed_off = metrics.handed_off.inc
@@ -83,19 +93,15 @@ async def serve(config: RegistryConfig) -> None:
         on_connect=dispatcher.wake_async,
     )
 
+    servicers = {"WorkerRegistry": servicer, "TaskSecrets": TaskSecretsServicer(secrets)}
+
     def register(server: grpc.aio.Server) -> None:
-        add_service(
-            server,
-            worker_pb2.DESCRIPTOR.services_by_name["WorkerRegistry"],
-            servicer,
-            backend=DATABASE_ERRORS,
-        )
+        for name, served in servicers.items():
+            add_service(server, SERVED[name], served, backend=DATABASE_ERRORS)
 
     if not config.auth:
         warn_auth_disabled("registry")
-    access = AccessInterceptor(
-        StoredCallers(engine), worker_pb2.DESCRIPTOR.services_by_name.values(), enabled=config.auth
-    )
+    access = AccessInterceptor(StoredCallers(engine), SERVED.values(), enabled=config.auth)
     server, health = make_server(
         config.listen,
         SERVICES,

@@ -35,6 +35,7 @@ from schedd_faults import FaultPoints
 from schedd_scheduler.asset_triggers import AssetTrigger
 from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.config import SchedulerConfig
+from schedd_scheduler.deadline_alerts import DeadlineAlerts
 from schedd_scheduler.housekeeping import Housekeeper, OccupancyCompactor
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.lost_attempts import LostAttemptSweeper
@@ -74,6 +75,7 @@ class Replica:
         self._schedules: ScheduleTimer | None = None
         self._assets: AssetTrigger | None = None
         self._backfills: BackfillDriver | None = None
+        self._alerts: DeadlineAlerts | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Campaign and lead, term after term, until ``stop`` is set. etcd or PostgreSQL trouble
@@ -142,7 +144,7 @@ class Replica:
             outcome = await _first(work, lease.lost, stop)
         finally:
             timing.cancel()
-            self._sweeper = self._schedules = self._backfills = self._assets = None
+            self._sweeper = self._schedules = self._backfills = self._assets = self._alerts = None
         await self._end_term(token, outcome, loop, work, lease, stop)
 
     def _start_term(self, token: int, lease: KeptLease) -> tuple[SchedulingLoop, asyncio.Task[None]]:
@@ -190,6 +192,7 @@ class Replica:
             backfills.wake(backfill_ids)
 
         loop.on_runs_finished = runs_finished
+        alerts = self._alerts = DeadlineAlerts(self._engine, fence, self._versions, faults=self._faults)
         housekeeper = Housekeeper(fence, self._config.retention, interval=self._config.housekeeping_interval)
         work = asyncio.create_task(
             self._leader_work(
@@ -201,6 +204,7 @@ class Replica:
                     backfills.run(),
                     assets.run(),
                     *asset_watchers(self._config.asset_watchers, fence, self._faults),
+                    alerts.run(),
                     housekeeper.run(),
                     OccupancyCompactor(self._engine).run(),
                 ],
@@ -295,6 +299,12 @@ class Replica:
         """A registry marked attempts lost: fail them over now (when leading)."""
         if self._sweeper is not None:
             self._sweeper.wake()
+
+    def on_runs_notified(self, payload: str) -> None:
+        """A ``schedd_runs`` notification: one naming a whole run (a new run) pokes the deadline-alert
+        timer (when leading), which may have a nearer deadline to wait for."""
+        if self._alerts is not None and any(item and "/" not in item for item in payload.split(",")):
+            self._alerts.poke()
 
     def on_dag_changed(self, dag_id: str) -> None:
         """A DAG was registered, unpaused or its run cancelled: look at its schedule now (when leading)."""

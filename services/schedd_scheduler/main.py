@@ -70,10 +70,15 @@ async def serve(config: SchedulerConfig) -> None:
             task_database_url=config.task_database_url,
             environment=config.task_environment,
         )
+
+        def runs_notified(payload: str) -> None:
+            pending.add_payload(payload)
+            replica.on_runs_notified(payload)
+
         listener = Listener(
             config.database_url,
             {
-                channels.RUNS: pending.add_payload,
+                channels.RUNS: runs_notified,
                 channels.LOST: replica.on_lost,
                 channels.QUEUED: executor.wake,
                 channels.DAGS: replica.on_dag_changed,

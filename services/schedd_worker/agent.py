@@ -44,6 +44,7 @@ from schedd_worker.attempt_spans import AttemptSpans
 from schedd_worker.bundle_fetch import RegistryBundleFetcher
 from schedd_worker.config import WorkerConfig
 from schedd_worker.metrics import WorkerMetrics
+from schedd_worker.secret_reads import SecretReads
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,9 @@ class WorkerAgent:
             task_database_url=config.task_database_url,
             bundles=self.bundles,
             environment=config.task_environment,
+            secrets=SecretReads(
+                config.registries, config.token, config.worker_id, self._channel, lambda: self._logs
+            ).answer,
         )
         self.permit = Permit(AttemptWindows(), config.kill_grace, self._clock)
         self.fence = AttemptFence(
@@ -347,13 +351,14 @@ class WorkerAgent:
 
     def _done(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
         attempt = assignment.attempt
+        error = self._logs.masked(attempt.attempt_id, _text(outcome.error))
         # How it failed ends the attempt's log, sent ahead of the result.
         self._send_log(assignment, self._logs.ended(assignment, outcome))
         result = worker_pb2.TaskResult(
             attempt=attempt,
             outcome=worker_pb2.TASK_OUTCOME_ABANDONED if outcome.abandoned else _OUTCOME[outcome.succeeded],
             exit_code=outcome.exit_code,
-            error=_text(outcome.error),
+            error=error,
             start_time=convert.ts(outcome.started_at),
             end_time=convert.ts(outcome.ended_at),
             result_json=outcome.result_json,

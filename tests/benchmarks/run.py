@@ -42,6 +42,8 @@ real services. Groups (``--only`` picks some):
   queue no worker serves (``tests.benchmarks.bursts``);
 - ``assets``: from an asset event recorded through the api, and from a message on a watched Redis
   stream, to the start of the run it triggers (100 each, one run per event; ``tests.benchmarks.assets``).
+- ``deadlines``: the delay from a run's missed deadline to its miss being recorded and to its webhook
+  notification arriving, over ``--deadline-runs`` runs (``tests.benchmarks.deadlines``).
 
 Writes ``bench-results.json`` (every figure), ``bench-results.md`` (the targets table, met / not met)
 and ``bench-results.png`` (chain latency CDF, throughput by worker count). Nothing is asserted.
@@ -77,6 +79,7 @@ from tests.benchmarks.bursts import measure_bursts
 from tests.benchmarks.celery_peer import measure_celery
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
 from tests.benchmarks.common import FAST_LEASE, register, schedctl
+from tests.benchmarks.deadlines import measure_deadline_notifications
 from tests.benchmarks.flood import measure_flood
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.mapping import measure_mapped_task
@@ -110,6 +113,7 @@ GROUPS = (
     "bursts",
     "growth",
     "assets",
+    "deadlines",
 )
 
 
@@ -230,6 +234,14 @@ class Bench:
                 self.results,
             )
 
+    def deadlines(self) -> None:
+        with self.cluster("deadlines", workers=1) as c:
+            section(
+                "deadline_notifications",
+                lambda: measure_deadline_notifications(c, self.workdir, self.args.deadline_runs),
+                self.results,
+            )
+
     def sensors(self) -> None:
         with self.cluster("sensors", workers=4, worker_capacity=8) as c:
             section(
@@ -326,6 +338,7 @@ def _passed_on(args: argparse.Namespace) -> list[str]:
         f"--sensors={args.sensors}",
         f"--map-elements={args.map_elements}",
         f"--timer-tasks={args.timer_tasks}",
+        f"--deadline-runs={args.deadline_runs}",
     ]
 
 
@@ -337,6 +350,7 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=100)
     parser.add_argument("--backfill-intervals", type=int, default=365)
     parser.add_argument("--sensors", type=int, default=1000)
+    parser.add_argument("--deadline-runs", type=int, default=20, help="runs that miss a deadline (deadlines)")
     parser.add_argument("--map-elements", type=int, default=1000)
     parser.add_argument("--timer-tasks", type=int, default=20, help="retries and sensors per run (timers)")
     parser.add_argument("--only", default="", help="comma-separated groups: " + ", ".join(GROUPS))

@@ -24,7 +24,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from schedd.v1 import api_pb2, assets_pb2
+from schedd.v1 import api_pb2, assets_pb2, secrets_pb2
 from schedd_devstack.services import Cluster
 
 pytestmark = pytest.mark.e2e
@@ -34,6 +34,7 @@ EXAMPLES = int(os.environ.get("SCHEDD_FUZZ_EXAMPLES", "40"))
 SERVICES: list[ServiceDescriptor] = [
     *api_pb2.DESCRIPTOR.services_by_name.values(),
     *assets_pb2.DESCRIPTOR.services_by_name.values(),
+    secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
 ]
 METHODS = [(service, method) for service in SERVICES for method in service.methods]
 BAD_CODES = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}

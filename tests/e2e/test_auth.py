@@ -16,7 +16,7 @@ import pytest
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from schedd.v1 import api_pb2, assets_pb2, worker_pb2
+from schedd.v1 import api_pb2, assets_pb2, secrets_pb2, worker_pb2
 from schedd_auth import roles
 from schedd_devstack.services import Cluster
 from tests.fixtures.services import cluster_on_own_database, schedctl
@@ -28,8 +28,11 @@ EXIT_AUTH = 4
 
 API_METHODS = [
     (f"/{service.full_name}/{method.name}", GetMessageClass(method.input_type))
-    for descriptor in (api_pb2.DESCRIPTOR, assets_pb2.DESCRIPTOR)
-    for service in descriptor.services_by_name.values()
+    for service in (
+        *api_pb2.DESCRIPTOR.services_by_name.values(),
+        *assets_pb2.DESCRIPTOR.services_by_name.values(),
+        secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
+    )
     for method in service.methods
 ]
 MUTATING = [(m, cls) for m, cls in API_METHODS if roles.METHODS[m].role != roles.VIEWER]

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from schedd_auth.secret_box import KEYS_ENV, new_key
 from schedd_devstack import run_local
 from schedd_devstack.credentials import write_secret
 from schedd_devstack.services import Cluster
@@ -37,6 +38,7 @@ COMMAND_TIMEOUT = 90.0
 
 #: Files the docs name, written into the working directory.
 FILES = {
+    "variables.json": '{"region": "eu-west-1", "limits": {"rows": 1000}}\n',
     "my_dag.yaml": 'dag_id: my_dag\ntasks:\n  - task_id: hello\n    shell: {command: "echo hello"}\n',
     "dags/etl.yaml": 'dag_id: etl\ntasks:\n  - task_id: extract\n    shell: {command: "echo extracting"}\n',
     "flow.py": (
@@ -61,7 +63,12 @@ def make_run_stack(
     log_dir = tmp_path_factory.mktemp("documented_commands")
     with (
         cluster_on_own_database(
-            database_url, etcd_endpoints, log_dir, auth=True, dags_paused_at_creation=True
+            database_url,
+            etcd_endpoints,
+            log_dir,
+            auth=True,
+            dags_paused_at_creation=True,
+            service_env={KEYS_ENV: new_key()},  # as make run keeps one in its key file
         ) as cluster,
         pytest.MonkeyPatch.context() as env,
     ):

@@ -24,7 +24,7 @@ import pytest
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from schedd.v1 import api_pb2, worker_pb2
+from schedd.v1 import api_pb2, secrets_pb2, worker_pb2
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_devstack.services import Cluster
 from tests.fixtures.services import cluster_on_own_database, schedctl
@@ -296,7 +296,10 @@ def test_enrollment_gives_a_bound_token_and_a_used_up_or_expired_enrollment_toke
 
 API_METHODS = [
     (f"/{service.full_name}/{method.name}", GetMessageClass(method.input_type))
-    for service in api_pb2.DESCRIPTOR.services_by_name.values()
+    for service in (
+        *api_pb2.DESCRIPTOR.services_by_name.values(),
+        secrets_pb2.DESCRIPTOR.services_by_name["SecretsService"],
+    )
     for method in service.methods
 ]
 

@@ -14,6 +14,7 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from schedd.v1 import alerts_pb2 as _alerts_pb2
 from schedd.v1 import assets_pb2 as _assets_pb2
 import builtins as _builtins
 import sys
@@ -547,24 +548,72 @@ class Callback(_message.Message):
 
     PYTHON_FIELD_NUMBER: _builtins.int
     WEBHOOK_URL_FIELD_NUMBER: _builtins.int
+    WEBHOOK_FIELD_NUMBER: _builtins.int
+    EMAIL_FIELD_NUMBER: _builtins.int
     webhook_url: _builtins.str
     @_builtins.property
     def python(self) -> Global___PythonCallable: ...
+    @_builtins.property
+    def webhook(self) -> _alerts_pb2.WebhookTarget:
+        """A webhook with options (a signature); see alerts.proto."""
+
+    @_builtins.property
+    def email(self) -> _alerts_pb2.EmailTarget:
+        """An email over SMTP; see alerts.proto."""
+
     def __init__(
         self,
         *,
         python: Global___PythonCallable | None = ...,
         webhook_url: _builtins.str = ...,
+        webhook: _alerts_pb2.WebhookTarget | None = ...,
+        email: _alerts_pb2.EmailTarget | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["python", b"python", "target", b"target", "webhook_url", b"webhook_url"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "python", b"python", "target", b"target", "webhook", b"webhook", "webhook_url", b"webhook_url"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["python", b"python", "target", b"target", "webhook_url", b"webhook_url"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["email", b"email", "python", b"python", "target", b"target", "webhook", b"webhook", "webhook_url", b"webhook_url"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["python", "webhook_url"]  # noqa: Y015
+    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["python", "webhook_url", "webhook", "email"]  # noqa: Y015
     _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
 
 Global___Callback: _TypeAlias = Callback  # noqa: Y015
+
+@_typing.final
+class DeadlineAlert(_message.Message):
+    """"A run must finish within `interval` after its `reference`": a run still unfinished then has
+    missed its deadline, which is recorded once and delivers the `callbacks` (event
+    "deadline_missed") through the outbox.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REFERENCE_FIELD_NUMBER: _builtins.int
+    INTERVAL_FIELD_NUMBER: _builtins.int
+    CALLBACKS_FIELD_NUMBER: _builtins.int
+    reference: _alerts_pb2.DeadlineReference.ValueType
+    @_builtins.property
+    def interval(self) -> _duration_pb2.Duration:
+        """Positive."""
+
+    @_builtins.property
+    def callbacks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Callback]:
+        """Delivered when the deadline is missed; a DeadlineAlert without callbacks is recorded only."""
+
+    def __init__(
+        self,
+        *,
+        reference: _alerts_pb2.DeadlineReference.ValueType = ...,
+        interval: _duration_pb2.Duration | None = ...,
+        callbacks: _abc.Iterable[Global___Callback] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["interval", b"interval"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callbacks", b"callbacks", "interval", b"interval", "reference", b"reference"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeadlineAlert: _TypeAlias = DeadlineAlert  # noqa: Y015
 
 @_typing.final
 class TaskSpec(_message.Message):
@@ -863,6 +912,7 @@ class DagSpec(_message.Message):
     TRIGGER_FIELD_NUMBER: _builtins.int
     TRIGGER_OPTIONS_FIELD_NUMBER: _builtins.int
     ASSET_SCHEDULE_FIELD_NUMBER: _builtins.int
+    DEADLINE_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     description: _builtins.str
     schedule: _builtins.str
@@ -940,6 +990,10 @@ class DagSpec(_message.Message):
         schedule as well, the DAG runs on either.
         """
 
+    @_builtins.property
+    def deadline(self) -> Global___DeadlineAlert:
+        """A deadline alert (Airflow's DeadlineAlert); unset: none."""
+
     def __init__(
         self,
         *,
@@ -966,10 +1020,11 @@ class DagSpec(_message.Message):
         trigger: Global___TriggerSchedule | None = ...,
         trigger_options: Global___TriggerOptions | None = ...,
         asset_schedule: _assets_pb2.AssetCondition | None = ...,
+        deadline: Global___DeadlineAlert | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["asset_schedule", b"asset_schedule", "dagrun_timeout", b"dagrun_timeout", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["asset_schedule", b"asset_schedule", "dagrun_timeout", b"dagrun_timeout", "deadline", b"deadline", "end_date", b"end_date", "param_schemas", b"param_schemas", "params", b"params", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_undeclared_conf", b"allow_undeclared_conf", "asset_schedule", b"asset_schedule", "catchup", b"catchup", "code_bundle", b"code_bundle", "cron_semantics", b"cron_semantics", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_undeclared_conf", b"allow_undeclared_conf", "asset_schedule", b"asset_schedule", "catchup", b"catchup", "code_bundle", b"code_bundle", "cron_semantics", b"cron_semantics", "dag_id", b"dag_id", "dagrun_timeout", b"dagrun_timeout", "deadline", b"deadline", "description", b"description", "end_date", b"end_date", "max_active_runs", b"max_active_runs", "max_active_tasks", b"max_active_tasks", "on_failure", b"on_failure", "on_success", b"on_success", "param_schemas", b"param_schemas", "params", b"params", "schedule", b"schedule", "schedule_interval", b"schedule_interval", "start_date", b"start_date", "tags", b"tags", "tasks", b"tasks", "timezone", b"timezone", "trigger", b"trigger", "trigger_options", b"trigger_options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1270,6 +1325,8 @@ class DagRun(_message.Message):
     DATA_INTERVAL_FIELD_NUMBER: _builtins.int
     BACKFILL_FIELD_NUMBER: _builtins.int
     CANCELLED_FIELD_NUMBER: _builtins.int
+    DEADLINE_TIME_FIELD_NUMBER: _builtins.int
+    DEADLINE_MISSED_TIME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
     dag_id: _builtins.str
@@ -1304,6 +1361,14 @@ class DagRun(_message.Message):
     def data_interval(self) -> Global___DataInterval:
         """The data interval of a scheduled or backfill run (unset for a manual one)."""
 
+    @_builtins.property
+    def deadline_time(self) -> _timestamp_pb2.Timestamp:
+        """When the run's deadline falls (its DAG version has a deadline alert); unset otherwise."""
+
+    @_builtins.property
+    def deadline_missed_time(self) -> _timestamp_pb2.Timestamp:
+        """When the leader recorded that the run missed its deadline; unset while it has not."""
+
     def __init__(
         self,
         *,
@@ -1323,10 +1388,12 @@ class DagRun(_message.Message):
         data_interval: Global___DataInterval | None = ...,
         backfill: _builtins.str = ...,
         cancelled: _builtins.bool = ...,
+        deadline_time: _timestamp_pb2.Timestamp | None = ...,
+        deadline_missed_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "data_interval", b"data_interval", "end_time", b"end_time", "logical_date", b"logical_date", "start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "data_interval", b"data_interval", "deadline_missed_time", b"deadline_missed_time", "deadline_time", b"deadline_time", "end_time", b"end_time", "logical_date", b"logical_date", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "cancelled", b"cancelled", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "data_interval", b"data_interval", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "cancelled", b"cancelled", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "data_interval", b"data_interval", "deadline_missed_time", b"deadline_missed_time", "deadline_time", b"deadline_time", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
