@@ -16,7 +16,12 @@ from schedd_auth.tokens import new_token, parse
 def every_rpc() -> list[str]:
     return [
         f"/{service.full_name}/{method.name}"
-        for descriptor in (api_pb2.DESCRIPTOR, assets_pb2.DESCRIPTOR, secrets_pb2.DESCRIPTOR, worker_pb2.DESCRIPTOR)
+        for descriptor in (
+            api_pb2.DESCRIPTOR,
+            assets_pb2.DESCRIPTOR,
+            secrets_pb2.DESCRIPTOR,
+            worker_pb2.DESCRIPTOR,
+        )
         for service in descriptor.services_by_name.values()
         for method in service.methods
     ]
