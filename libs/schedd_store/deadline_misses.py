@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
@@ -56,15 +57,19 @@ async def record(conn: FencedConnection, missed: tuple[RunDeadline, ...], notify
 async def run_deadline(
     engine: AsyncEngine, dag_id: str, run_id: str
 ) -> tuple[datetime | None, datetime | None]:
-    """A run's deadline (None when its DAG version has none) and when its miss was recorded (None
-    while it was not)."""
+    """A run's deadline (None when its DAG version has none, or its stored spec cannot be read: the
+    leader fails such a run, saying why) and when its miss was recorded (None while it was not)."""
     async with engine.connect() as conn:
         row = (await conn.execute(sql.RUN_DEADLINE, {"dag_id": dag_id, "run_id": run_id})).one_or_none()
     if row is None:
         return None, None
     if row.missed_at is not None:
         return row.deadline_at, row.missed_at
-    rule = deadline_rule(pb.DagSpec.FromString(bytes(row.spec)))
+    try:
+        spec = pb.DagSpec.FromString(bytes(row.spec))
+    except DecodeError:
+        return None, None
+    rule = deadline_rule(spec)
     return (None if rule is None else rule.deadline(row.logical_date, row.created_at)), None
 
 
