@@ -79,7 +79,8 @@ class AssetTrigger:
                 log.warning("asset step failed (%s); again in %.1fs", exc, backoff.delay)
                 delay = backoff.take()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poke.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._poke.wait()
 
     async def step(self, only: Sequence[str] | None = None) -> bool:
         """One fenced step; True when more DAGs may be waiting (the step was full and made runs)."""

@@ -85,7 +85,8 @@ class DeadlineAlerts:
         ``MIN_POKE_INTERVAL`` after the last one (a burst of new runs costs one look), and never later
         than ``next_look``, so a known deadline is never delayed by pokes."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._poke.wait(), max(0.0, next_look - time.monotonic()))
+            async with asyncio.timeout(max(0.0, next_look - time.monotonic())):
+                await self._poke.wait()
             await asyncio.sleep(max(0.0, min(last_look + MIN_POKE_INTERVAL, next_look) - time.monotonic()))
         self._poke.clear()
 

@@ -50,6 +50,9 @@ from schedd_store.versions import VersionCache
 
 log = logging.getLogger(__name__)
 
+#: Seconds a leader helper has to end after its term's cancellation before it is cancelled again.
+CANCEL_AGAIN_AFTER = 0.1
+
 
 class Replica:
     def __init__(
@@ -276,12 +279,10 @@ class Replica:
                 task.result()  # raises the error that ended it
         finally:
             first.cancel()
-            for task in (main, *helpers):
-                task.cancel()
             if not helpers:
                 for work in others:
                     work.close()  # never started
-            await asyncio.gather(main, *helpers, return_exceptions=True)
+            await cancel_until_done([main, *helpers])
 
     async def _watch_workers(self, sweeper: LostAttemptSweeper) -> None:
         backoff = Backoff(0.1, 5.0)
@@ -355,3 +356,14 @@ async def _first(task: asyncio.Task[object], *events: asyncio.Event) -> object:
     if task in done:
         return task
     return next(event for waiter, event in waiters.items() if waiter in done)
+
+
+async def cancel_until_done(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until every one has ended, cancelling again those still running
+    after a moment: ``asyncio.wait_for`` can swallow a cancellation that arrives as the awaited event
+    is set (Python 3.11), and a helper that then goes on waiting would keep a deposed term alive."""
+    pending = {task for task in tasks if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=CANCEL_AGAIN_AFTER)
