@@ -1,6 +1,7 @@
 """The api's SecretsService: variables and connections as ``schedctl variables|connections`` and
 the UI manage them. Writing needs ``admin`` (the role table); a value is answered only to a caller
-with the ``secrets`` role, everyone else gets the names, descriptions and grants. No value ever
+with the ``secrets`` role (a connection's host, login and every other field are part of its value),
+everyone else gets the names, descriptions and grants. No value ever
 appears in an error message or the audit log (the audit records the method and its outcome only).
 """
 
@@ -42,13 +43,12 @@ def connection_message(record: SecretRecord, *, with_value: bool) -> spb.Connect
         update_time=convert.ts(record.updated_at),
         source=record.source,
     )
-    if record.value:
+    if record.value and with_value:
         value = record.connection()
         message.conn_type, message.host, message.login = value.conn_type, value.host, value.login
         message.schema, message.port = value.schema, value.port
-        if with_value:
-            message.password = value.password
-            message.extra = json.dumps(value.extra) if value.extra else ""
+        message.password = value.password
+        message.extra = json.dumps(value.extra) if value.extra else ""
     return message
 
 

@@ -329,16 +329,22 @@ def _use_etcd_root(stack: DevStack) -> None:
     os.environ[CREDENTIALS_ENV] = str(credentials.directory)
 
 
-def _passed_on(args: argparse.Namespace) -> list[str]:
-    """The sizes given on the command line, for each run of an interleaved comparison."""
+def _passed_on(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """The sizes given on the command line that differ from their defaults, for each run of an
+    interleaved comparison (a baseline older than an option runs with its own default)."""
+    sizes = (
+        "fan_out",
+        "links",
+        "backfill_intervals",
+        "sensors",
+        "map_elements",
+        "timer_tasks",
+        "deadline_runs",
+    )
     return [
-        f"--fan-out={args.fan_out}",
-        f"--links={args.links}",
-        f"--backfill-intervals={args.backfill_intervals}",
-        f"--sensors={args.sensors}",
-        f"--map-elements={args.map_elements}",
-        f"--timer-tasks={args.timer_tasks}",
-        f"--deadline-runs={args.deadline_runs}",
+        f"--{name.replace('_', '-')}={getattr(args, name)}"
+        for name in sizes
+        if getattr(args, name) != parser.get_default(name)
     ]
 
 
@@ -368,7 +374,7 @@ def main() -> None:
             args.only or "latency,throughput",
             args.pairs,
             Path(args.out if args.out != "bench-results.json" else "bench-ab.json"),
-            _passed_on(args),
+            _passed_on(args, parser),
         )
         return
     groups = set(args.only.split(",")) if args.only else set(GROUPS)
