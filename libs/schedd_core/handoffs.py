@@ -17,6 +17,10 @@ not ``depends_on_past``, no per-task limit (``max_active_instances``), no setup 
 no branch upstream, every upstream task not mapped, in the same pool as its upstream and needing
 no more of its slots. Of several such downstream tasks, the one with the highest priority weight
 (then the first by task id) is the hand-off; the others queue as usual.
+
+A hand-off to its source's only downstream task is *quiet*: once it is used, nothing else waits on
+that success, so the leader may look at the run a little later (``channels.RUNS_HANDED_OFF``) instead
+of planning it at once; a chain's links then cost the leader no pass each.
 """
 
 from __future__ import annotations
@@ -47,13 +51,15 @@ _STARTABLE = frozenset({TaskState.NONE, TaskState.SCHEDULED})
 
 class Handoff(NamedTuple):
     """When ``source`` succeeds, ``target`` may start, provided every one of ``after`` succeeded
-    (task instance keys of run ``run_pk``, planned at the run's ``control_version``)."""
+    (task instance keys of run ``run_pk``, planned at the run's ``control_version``). ``quiet``:
+    ``target`` is ``source``'s only downstream task."""
 
     run_pk: int
     control_version: int
     source: str
     target: str
     after: tuple[str, ...]
+    quiet: bool
 
 
 def _can_receive(graph: DagGraph, node: TaskNode, source: TaskNode) -> bool:
@@ -147,5 +153,7 @@ def plan_handoffs(
         for source in review:
             found = _successor(graph, state_of, source)
             if found is not None and (known is None or known.get(source) != found[0]):
-                handoffs.append(Handoff(run.pk, run.control_version, source, found[0], found[1]))
+                target, after = found
+                quiet = graph.nodes[source].downstream == {target}
+                handoffs.append(Handoff(run.pk, run.control_version, source, target, after, quiet))
     return handoffs

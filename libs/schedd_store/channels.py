@@ -15,6 +15,10 @@ from collections.abc import Iterable
 #: a run id (evaluate the run in full) or ``<run id>/<task instance id>`` (that task instance changed:
 #: the leader reads it again and plans what it affects; see ``decode_changes``).
 RUNS = "schedd_runs"
+#: As ``RUNS``, for changes that need no evaluation at once: a success whose quiet successor hand-off
+#: was used, and the successor it queued (``schedd_core.handoffs``). The leader evaluates them a
+#: little later, or with the run's next evaluation, whichever comes first.
+RUNS_HANDED_OFF = "schedd_runs_handed_off"
 #: Task instances were queued. Payload: the queue name.
 QUEUED = "schedd_queued"
 #: Attempts were marked lost; the leader should fail them over now. Payload: empty.

@@ -159,12 +159,14 @@ async def apply_results(
         "results": [r.result_json or None for r in finished],
         "no_retries": [r.no_retry and not r.succeeded for r in finished],
         "worker_ids": [r.worker_id for r in finished],
+        # HAND_OFF tells the leader of these successes, in this transaction
+        "handing_off": [r.attempt_id for r in finished if r.hand_off and hand_off is not None],
     }
     applied: dict[str, int] = {}
     lost: set[int] = set()
     async with engine.begin() as conn:
         if finished:
-            # The statement also notifies the scheduler of every run it touched.
+            # The statement also tells the scheduler of every run it touched (HAND_OFF of some).
             rows = (await conn.execute(sql.APPLY_RESULTS, params)).all()
             applied = {str(r.attempt_id): r.run_pk for r in rows}
             if any(r.callbacks for r in rows):

@@ -54,6 +54,7 @@ async def write_handoffs(
         "sources": sources,
         "targets": [ti_id(h.run_pk, h.target) for h in handoffs],
         "controls": [h.control_version for h in handoffs],
+        "quiets": [h.quiet for h in handoffs],
         "after_of": [source for source, _ in after],
         "after_ids": [a for _, a in after],
         "token": token,
@@ -71,11 +72,12 @@ async def hand_off(conn: AsyncConnection, sources: Sequence[tuple[int, str]]) ->
     """Queue and claim the hand-offs of the task instances ``sources`` (id, and the worker that
     reported its success), each for that worker, where ``statements.HAND_OFF`` finds they still
     hold; returns the claimed attempts by source. Call it in the transaction that applied those
-    successes; the claims hold once it commits."""
+    successes, with every success whose notification ``APPLY_RESULTS`` left to it (``:handing_off``):
+    this tells the leader of them. The claims hold once it commits."""
     if not sources:
         return {}
     params = {"sources": [s for s, _ in sources], "worker_ids": [w for _, w in sources]}
-    queued = (await conn.execute(sql.HAND_OFF, params)).all()
+    queued = [r for r in (await conn.execute(sql.HAND_OFF, params)).all() if r.id is not None]
     if not queued:
         return {}
     source_of = {r.id: r.source for r in queued}

@@ -112,7 +112,9 @@ async def serve(config: ApiConfig) -> None:
     metrics = ApiMetrics()
     watchers = RunWatchers(metrics.registry)
     listener = Listener(
-        config.database_url, {channels.RUNS: watchers.notified}, on_connect=watchers.reconnected
+        config.database_url,
+        {channels.RUNS: watchers.notified, channels.RUNS_HANDED_OFF: watchers.notified},
+        on_connect=watchers.reconnected,
     )
     servicers: dict[str, object] = {
         "DagService": DagServicer(

@@ -5,10 +5,13 @@ worker grants credits, and claims for each worker with credits at most that
 many task instances of its queues (``FOR UPDATE SKIP LOCKED``, priority order).
 It never sends a worker more assignments than it has credits for. A claim
 that fills a worker's credits may have left work behind, so the dispatcher
-goes round again without waiting.
+goes round again without waiting. A claim that found its queues empty is
+trusted for a while (``schedd_registry.empty_queues``): credits granted
+meanwhile claim nothing until a notification names one of those queues, and
+a round skipped for that reason is followed by one once the finding expires.
 
-Lost notifications are harmless: the next credit or notification finds the
-work, and each (re)connect of the listener triggers a round.
+Lost notifications are harmless: each (re)connect of the listener voids
+every finding and triggers a round.
 
 Every message stays within what the worker accepts: a worker's share of a claim goes
 out in messages of at most ``BATCH_BYTES``, and an assignment larger than
@@ -30,6 +33,7 @@ from schedd_core.clock import Clock, SystemClock
 from schedd_core.limits import MAX_ASSIGNMENT_BYTES
 from schedd_exec.assignments import AssignmentBuilder, Built
 from schedd_faults import FaultPoints
+from schedd_registry.empty_queues import EmptyQueues
 from schedd_registry.sessions import WorkerSession
 from schedd_store import dispatch
 from schedd_store.dispatch import AttemptResult
@@ -62,6 +66,8 @@ class Dispatcher:
         self._faults = faults or FaultPoints()
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
+        self._empty = EmptyQueues(self._clock)
+        self._recheck: asyncio.TimerHandle | None = None
         self._turn = 0
         #: Called for each successor handed off (``hand_off_done``): metrics.
         self.on_handed_off: Callable[[], None] | None = None
@@ -88,11 +94,14 @@ class Dispatcher:
     def sessions(self) -> list[WorkerSession]:
         return list(self._sessions.values())
 
-    def wake(self, _payload: str = "") -> None:
+    def wake(self, queue: str = "") -> None:
+        """Task instances were queued in ``queue`` (a ``schedd_queued`` notification; "" for any)."""
+        self._empty.told(queue)
         self._wake.set()
 
     async def wake_async(self) -> None:
-        self._wake.set()
+        """The listener (re)connected: notifications may have been missed."""
+        self.wake()
 
     async def run(self) -> None:
         """Dispatch rounds until cancelled. A round that fails (the database restarting, say) is tried
@@ -126,8 +135,15 @@ class Dispatcher:
             groups.setdefault(tuple(sorted(session.queues)), []).append(session)
         more = False
         for queues, members in groups.items():
+            empty_until = self._empty.empty_until(queues)
+            if empty_until is not None:
+                self._look_again_at(empty_until)
+                continue
             slots = _interleave({s.worker_id: min(s.credits, self._claim_batch) for s in members})
+            before = self._empty.before_claim()
             claimed = await self._builder.claim(slots=slots, queues=queues)
+            if len(claimed) < len(slots):
+                self._empty.found_empty(queues, before)
             if not claimed:
                 continue
             self._faults.hit("registry.claimed")
@@ -135,6 +151,17 @@ class Dispatcher:
             if len(claimed) == len(slots):
                 more = True
         return more
+
+    def _look_again_at(self, when: float) -> None:
+        """A round at monotonic time ``when`` (once: an earlier one pending stands)."""
+        if self._recheck is None:
+
+            def look_again() -> None:
+                self._recheck = None
+                self._wake.set()
+
+            delay = max(0.0, when - self._clock.monotonic())
+            self._recheck = asyncio.get_running_loop().call_later(delay, look_again)
 
     async def _deliver(self, claimed: Sequence[Built], members: Sequence[WorkerSession]) -> None:
         """Send each of ``members`` its share of ``claimed`` (each member's credits cover its share)

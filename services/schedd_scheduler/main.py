@@ -79,6 +79,7 @@ async def serve(config: SchedulerConfig) -> None:
             config.database_url,
             {
                 channels.RUNS: runs_notified,
+                channels.RUNS_HANDED_OFF: pending.add_handed_off_payload,
                 channels.LOST: replica.on_lost,
                 channels.QUEUED: executor.wake,
                 channels.DAGS: replica.on_dag_changed,

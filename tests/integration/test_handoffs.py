@@ -4,8 +4,10 @@ result transaction uses them, and every assumption the leader made is checked ag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import pytest
 from sqlalchemy import text
@@ -14,15 +16,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_scheduler.loop import SchedulingLoop
-from schedd_store import dags, dispatch, runs
+from schedd_store import channels, dags, dispatch, runs
 from schedd_store.claims import AssignmentClaims
 from schedd_store.dispatch import AttemptResult, ReportStatus
 from schedd_store.fence import raise_fence
+from schedd_store.notify import Listener
 from schedd_store.records import RunRecord
 
 from .helpers import leading_loop, registered_run, spec
 
 pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
 
 CHAIN = {"a": [], "b": ["a"], "c": ["b"]}
 
@@ -154,7 +159,9 @@ async def test_a_leader_that_sees_the_hand_off_queues_nothing_twice(engine: Asyn
         "the successor was marked by hand",
     ],
 )
-async def test_a_hand_off_whose_assumptions_moved_does_nothing(engine: AsyncEngine, change: str) -> None:
+async def test_a_hand_off_whose_assumptions_moved_does_nothing(
+    engine: AsyncEngine, migrated_url: str, change: str
+) -> None:
     run, _, a = await _started(engine, CHAIN)
     b_id = await _ti_id(engine, "b")
     if change == "a newer term raised the fence":
@@ -190,9 +197,12 @@ async def test_a_hand_off_whose_assumptions_moved_does_nothing(engine: AsyncEngi
         )
     elif change == "the successor was marked by hand":
         await _sql(engine, "UPDATE task_instances SET state = 'skipped' WHERE id = :id", id=b_id)
-    assert await _succeed(engine, a) == {}
+    handed, told = await _told(engine, migrated_url, _succeed(engine, a))
+    assert handed == {}
     states = await _states(engine)
     assert states["a"] == "success" and states["b"] in ("none", "skipped")
+    # Nothing was handed off: the leader is told at once, to queue b the usual way.
+    assert told == {channels.RUNS: [f"{run.pk}/{a.ti_id}"], channels.RUNS_HANDED_OFF: []}
 
 
 async def test_a_failure_hands_nothing_off(engine: AsyncEngine) -> None:
@@ -240,3 +250,50 @@ async def test_only_all_success_successors_in_the_same_pool_are_handed_off(engin
     await loop.evaluate([run.pk])
     (a,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=10)
     assert await _succeed(engine, a) == {}
+
+
+async def _told(
+    engine: AsyncEngine, url: str, act: Coroutine[object, object, T]
+) -> tuple[T, dict[str, list[str]]]:
+    """What ``act`` returns, and the items on ``schedd_runs`` and ``schedd_runs_handed_off`` while it
+    ran; all of them: a later sentinel notification arrives after every earlier one."""
+    told: dict[str, list[str]] = {channels.RUNS: [], channels.RUNS_HANDED_OFF: []}
+    sentinel = asyncio.Event()
+
+    def on(channel: str) -> Callable[[str], None]:
+        def handler(payload: str) -> None:
+            if payload == "0":
+                sentinel.set()
+            else:
+                told[channel].extend(payload.split(","))
+
+        return handler
+
+    listener = Listener(url, {c: on(c) for c in told})
+    await listener.start()
+    try:
+        done = await act
+        await _sql(engine, "SELECT pg_notify(:c, '0')", c=channels.RUNS)
+        await asyncio.wait_for(sentinel.wait(), timeout=10)
+    finally:
+        await listener.stop()
+    return done, told
+
+
+async def test_a_used_hand_off_to_the_only_successor_tells_the_leader_it_may_wait(
+    engine: AsyncEngine, migrated_url: str
+) -> None:
+    run, _, a = await _started(engine, CHAIN)
+    _, told = await _told(engine, migrated_url, _succeed(engine, a))
+    b = await _ti_id(engine, "b")
+    assert told == {channels.RUNS: [], channels.RUNS_HANDED_OFF: [f"{run.pk}/{a.ti_id}", f"{run.pk}/{b}"]}
+
+
+async def test_a_success_that_also_readies_another_task_tells_the_leader_at_once(
+    engine: AsyncEngine, migrated_url: str
+) -> None:
+    # a -> b and a -> c: a's success makes c ready too, so the leader must plan at once.
+    run, _, a = await _started(engine, {"a": [], "b": ["a"], "c": ["a"]})
+    _, told = await _told(engine, migrated_url, _succeed(engine, a))
+    assert told[channels.RUNS_HANDED_OFF] == []
+    assert f"{run.pk}/{a.ti_id}" in told[channels.RUNS] and len(told[channels.RUNS]) == 2

@@ -307,6 +307,7 @@ GARBAGE = [
 ]
 LISTENED = [
     channels.RUNS,
+    channels.RUNS_HANDED_OFF,
     channels.QUEUED,
     channels.LOST,
     channels.WORKERS,

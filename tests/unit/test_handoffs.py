@@ -78,17 +78,25 @@ def _planned(g: DagGraph, states: dict[str, T], **fields: object) -> PlannedRun:
 def test_a_pass_writes_only_what_is_not_in_place_and_reviews_a_full_read_in_full() -> None:
     g = chain()
     states = {"a": T.QUEUED, "b": T.NONE, "c": T.NONE}
-    everything = [Handoff(1, 0, "a", "b", ()), Handoff(1, 0, "b", "c", ())]
+    everything = [Handoff(1, 0, "a", "b", (), True), Handoff(1, 0, "b", "c", (), True)]
     assert plan_handoffs([_planned(g, states)], {}) == everything
     # Read in full (a new term, a clear): what the leader remembers may be void; all again.
     assert plan_handoffs([_planned(g, states)], {1: {"a": "b", "b": "c"}}) == everything
     # Read incrementally: only what the changes reach, and only what is not in place.
     incremental = _planned(g, states, changed={"a"})
     assert plan_handoffs([incremental], {1: {"a": "b"}}) == []
-    assert plan_handoffs([incremental], {1: {"b": "c"}}) == [Handoff(1, 0, "a", "b", ())]
+    assert plan_handoffs([incremental], {1: {"b": "c"}}) == [Handoff(1, 0, "a", "b", (), True)]
     # Reviewed in full before and found nothing to write: a change far from any hand-off costs
     # nothing more (a large fan-out is not reviewed again on every result).
     assert plan_handoffs([_planned(g, states, changed={"c"})], {1: {}}) == []
+
+
+def test_a_hand_off_is_quiet_only_to_its_sources_only_downstream_task() -> None:
+    # a -> b and a -> c: a's success also makes c ready, so the leader must plan it at once.
+    fork = graph(task("a"), task("b", "a"), task("c", "a"), task("d", "b"))
+    by_source = {h.source: h for h in plan_handoffs([_planned(fork, {})], {})}
+    assert by_source["a"].quiet is False
+    assert by_source["b"] == Handoff(1, 0, "b", "d", (), True)
 
 
 def test_paused_and_finishing_runs_get_no_hand_offs() -> None:

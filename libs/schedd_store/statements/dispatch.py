@@ -61,7 +61,8 @@ CLAIM_TASK_INSTANCES = _guarded(
 
 #: Applies a batch of attempt results. Each row changes only while its attempt is current, running
 #: and held by the worker whose stream reported it (``ti.worker_id = r.worker_id``); the attempt's
-#: history row changes with it. Returns the rows applied.
+#: history row changes with it. Returns the rows applied, and tells the leader of each, except of a
+#: success whose attempt is in :handing_off: ``HAND_OFF`` does, in the same transaction.
 APPLY_RESULTS = _guarded(
     "WITH r AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
@@ -104,7 +105,9 @@ APPLY_RESULTS = _guarded(
     "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
     "  WHERE a.attempt_id = r.attempt_id AND a.state = ANY(:attempt_sources)"
     ") "
-    f"SELECT id, run_pk, attempt_id, state, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text), "
+    "SELECT id, run_pk, attempt_id, state, CASE WHEN state = 'success' "
+    "  AND attempt_id = ANY(CAST(:handing_off AS uuid[])) THEN NULL "
+    f"  ELSE pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text) END, "
     f"(SELECT count(*) FROM callbacks) AS callbacks, "
     "EXISTS (SELECT 1 FROM dag_runs ar JOIN dag_asset_refs ref ON ref.version_id = ar.dag_version_id "
     "  WHERE ar.id = applied.run_pk AND ref.role = 'outlet' AND ref.task_id = applied.task_id) "

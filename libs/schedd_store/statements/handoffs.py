@@ -11,21 +11,23 @@ from schedd_store.statements.guards import _guarded, _sql
 
 #: The leader's hand-offs (inside its fenced pass): for each :sources task instance, the
 #: :targets task instance that may start when it succeeds, the task instances that must have
-#: succeeded by then (the pairs :after_of / :after_ids), the term (:token) and the control version of
-#: the run it was planned at (:controls). Rows another transaction holds are skipped (SKIP LOCKED),
-#: and rows that already say the same are not written again. Returns the rows in place.
+#: succeeded by then (the pairs :after_of / :after_ids), whether it is quiet (:quiets, the target is
+#: the source's only downstream task), the term (:token) and the control version of the run it was
+#: planned at (:controls). Rows another transaction holds are skipped (SKIP LOCKED), and rows that
+#: already say the same are not written again. Returns the rows in place.
 SET_HANDOFFS = _sql(
     "WITH h AS (SELECT * FROM unnest(CAST(:sources AS bigint[]), CAST(:targets AS bigint[]), "
-    "  CAST(:controls AS int[])) AS h(source, target, control)), "
+    "  CAST(:controls AS int[]), CAST(:quiets AS boolean[])) AS h(source, target, control, quiet)), "
     "free AS (SELECT t.id FROM task_instances t JOIN h ON h.source = t.id ORDER BY t.id "
     "  FOR UPDATE OF t SKIP LOCKED), "
     "written AS ("
     "  UPDATE task_instances t SET handoff_ti = h.target, handoff_token = :token, "
-    "  handoff_control = h.control, handoff_after = ARRAY("
+    "  handoff_control = h.control, handoff_quiet = h.quiet, handoff_after = ARRAY("
     "    SELECT a.after_id FROM unnest(CAST(:after_of AS bigint[]), CAST(:after_ids AS bigint[])) "
     "    AS a(source, after_id) WHERE a.source = h.source) "
     "  FROM h JOIN free ON free.id = h.source WHERE t.id = h.source "
-    "  AND (t.handoff_ti, t.handoff_token, t.handoff_control) IS DISTINCT FROM (h.target, :token, h.control) "
+    "  AND (t.handoff_ti, t.handoff_token, t.handoff_control, t.handoff_quiet) "
+    "    IS DISTINCT FROM (h.target, :token, h.control, h.quiet) "
     "  RETURNING t.id"
     ") "
     "SELECT id FROM free"
@@ -42,8 +44,11 @@ SET_HANDOFFS = _sql(
 #: - the target takes no more of the pool than the source gave back, nothing waits in that pool for
 #:   a slot, the pool is within its size, and no task instance of higher priority waits in the
 #:   target's queue.
-#: Stamps the queued rows with the fence token and wakes the leader for them (it plans their runs
-#: knowing they started). Returns each queued task instance with its source and worker.
+#: Stamps the queued rows with the fence token. Tells the leader of every source (whose success
+#: ``APPLY_RESULTS`` left untold) and of every task instance queued: on ``schedd_runs_handed_off``
+#: for a quiet hand-off that was used (nothing else waits on that success: the leader may look later),
+#: else on ``schedd_runs``. Returns a row per source, with the task instance queued for it and its
+#: worker (NULL when nothing was handed off).
 HAND_OFF = _guarded(
     "WITH fence AS (SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE), "
     "h AS (SELECT * FROM unnest(CAST(:sources AS bigint[]), CAST(:worker_ids AS text[])) "
@@ -78,8 +83,11 @@ HAND_OFF = _guarded(
     "  FROM eligible e WHERE t.id = e.id AND t.state = ANY(:ti_sources) "
     "  RETURNING t.id, t.run_pk, e.source, e.worker_id"
     ") "
-    f"SELECT id, source, worker_id, pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text) "
-    "FROM queued",
+    "SELECT h.source, q.id, q.worker_id, pg_notify("
+    f"  CASE WHEN q.id IS NOT NULL AND x.handoff_quiet THEN '{channels.RUNS_HANDED_OFF}' "
+    f"  ELSE '{channels.RUNS}' END, "
+    "  x.run_pk::text || '/' || x.id::text || COALESCE(',' || q.run_pk::text || '/' || q.id::text, '')) "
+    "FROM h JOIN task_instances x ON x.id = h.source LEFT JOIN queued q ON q.source = h.source",
     ti=({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.QUEUED}),
 )
 
