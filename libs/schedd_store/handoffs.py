@@ -77,10 +77,5 @@ async def hand_off(conn: AsyncConnection, sources: Sequence[tuple[int, str]]) ->
     if not sources:
         return {}
     params = {"sources": [s for s, _ in sources], "worker_ids": [w for _, w in sources]}
-    queued = [r for r in (await conn.execute(sql.HAND_OFF, params)).all() if r.id is not None]
-    if not queued:
-        return {}
-    source_of = {r.id: r.source for r in queued}
-    params = {"ids": [r.id for r in queued], "worker_ids": [r.worker_id for r in queued]}
-    rows = (await conn.execute(sql.CLAIM_HANDED_OFF, params)).all()
-    return {source_of[r.id]: claimed_attempt(r) for r in rows}
+    rows = (await conn.execute(sql.HAND_OFF, params)).all()
+    return {r.source: claimed_attempt(r) for r in rows if r.id is not None}

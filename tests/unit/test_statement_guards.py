@@ -102,11 +102,37 @@ def test_bound_guards_allow_exactly_the_declared_moves(name: str) -> None:
             f"{name}: sets {literal_targets - targets} beyond its declared targets"
         )
         table_of = TABLES[machine]
+        via = statements.VIA.get(sql, {}).get(machine)
         for target in targets:
-            allowed = {s.value for s in table_of[target]}  # type: ignore[index]
-            assert sources <= allowed, f"{name}: {sorted(sources - allowed)} -> {target} is not allowed"
+            # a statement whose rows pass through a state within it: each step must be allowed
+            steps = [(sources, target)] if via is None else [(sources, via), (frozenset({via}), target)]
+            for step_sources, step_target in steps:
+                allowed = {s.value for s in table_of[step_target]}  # type: ignore[index]
+                assert step_sources <= allowed, (
+                    f"{name}: {sorted(step_sources - allowed)} -> {step_target} is not allowed"
+                )
         bound = statements.__dict__[name].compile().params[f"{machine}_sources"]
         assert sorted(bound) == sorted(sources)
+
+
+def test_a_move_through_a_state_is_checked_step_by_step() -> None:
+    # none -> queued -> running is allowed one step at a time; none -> running is not a move
+    _guarded(
+        "UPDATE task_instances SET state = 'running' WHERE state = ANY(:ti_sources)",
+        via={"ti": TaskState.QUEUED},
+        ti=({TaskState.NONE}, {TaskState.RUNNING}),
+    )
+    with pytest.raises(ValueError, match=r"not an allowed transition"):
+        _guarded(
+            "UPDATE task_instances SET state = 'running' WHERE state = ANY(:ti_sources)",
+            ti=({TaskState.NONE}, {TaskState.RUNNING}),
+        )
+    with pytest.raises(ValueError, match=r"not an allowed transition"):
+        _guarded(
+            "UPDATE task_instances SET state = 'running' WHERE state = ANY(:ti_sources)",
+            via={"ti": TaskState.QUEUED},
+            ti=({TaskState.SUCCESS}, {TaskState.RUNNING}),
+        )
 
 
 def test_a_move_the_tables_forbid_is_refused_when_the_statement_is_defined() -> None:

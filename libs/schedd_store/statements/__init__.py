@@ -166,9 +166,8 @@ from schedd_store.statements.fencing import (
     READ_FENCE as READ_FENCE,
     set_local_lock_timeout as set_local_lock_timeout,
 )
-from schedd_store.statements.guards import GUARDS as GUARDS
+from schedd_store.statements.guards import GUARDS as GUARDS, VIA as VIA
 from schedd_store.statements.handoffs import (
-    CLAIM_HANDED_OFF as CLAIM_HANDED_OFF,
     HAND_OFF as HAND_OFF,
     SET_HANDOFFS as SET_HANDOFFS,
 )

@@ -8,34 +8,44 @@ from schedd_store.statements.guards import _guarded, _sql
 
 # --- dispatch (registry) ---------------------------------------------------------------------------
 
-#: What a claim does once it knows which task instances go to which worker: a CTE ``claimable``
-#: (``id``, ``n``) and a CTE ``slots`` (``worker_id``, ``n``) pair them; this moves them to running,
-#: records their attempts (each with a random commit secret, returned here and stored only as its
-#: SHA-256: the proof a transactional task gives schedd_commit_attempt; migration 0019, and the DAG
-#: version its run is pinned to at this moment: the code the attempt runs) and returns what their
-#: assignments are built from. ``hands_off``: the task instance has a successor hand-off
-#: (``schedd_store.handoffs``).
-_CLAIM_TAIL = (
-    "claimed AS ("
-    "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
-    "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
-    "  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) "
-    "  RETURNING ti.id, ti.run_pk, ti.task_id, ti.map_index, ti.try_number, ti.attempt_id, ti.worker_id, "
-    "  ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret, "
-    "  ti.handoff_ti IS NOT NULL AS hands_off"
-    "), recorded AS ("
+#: What a claimed task instance returns from the UPDATE (``ti``) that moves it to running (each with a
+#: random commit secret, returned here and stored only as its SHA-256: the proof a transactional task
+#: gives schedd_commit_attempt; migration 0019). ``hands_off``: the task instance has a successor
+#: hand-off (``schedd_store.handoffs``).
+_CLAIMED_RETURNING = (
+    "RETURNING ti.id, ti.run_pk, ti.task_id, ti.map_index, ti.try_number, ti.attempt_id, ti.worker_id, "
+    "ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret, "
+    "ti.handoff_ti IS NOT NULL AS hands_off"
+)
+#: Records the attempts of the CTE ``claimed`` (:data:`_CLAIMED_RETURNING`), each with the DAG version
+#: its run is pinned to at this moment: the code the attempt runs.
+_RECORD_ATTEMPTS = (
+    "recorded AS ("
     "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, commit_secret_hash, "
     "  dag_version_id) "
     "  SELECT c.attempt_id, c.id, c.try_number, c.worker_id, 'running', "
     "  sha256(convert_to(c.commit_secret, 'UTF8')), cr.dag_version_id "
     "  FROM claimed c JOIN dag_runs cr ON cr.id = c.run_pk"
-    ") "
-    "SELECT c.id, c.task_id, c.map_index, c.try_number, c.attempt_id, c.run_pk, c.worker_id, r.dag_id, "
+    ")"
+)
+#: What an assignment is built from, of a claimed task instance ``c`` and its run ``r``.
+_CLAIMED_COLUMNS = (
+    "c.id, c.task_id, c.map_index, c.try_number, c.attempt_id, c.run_pk, c.worker_id, r.dag_id, "
     "r.run_id, r.logical_date, r.dag_version_id, r.conf, r.run_type, r.data_interval_start, "
     "r.data_interval_end, c.queued_at, r.trace_context, c.first_poke_at, "
     "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
-    "AS run_has_results, c.commit_secret, c.hands_off "
-    "FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+    "AS run_has_results, c.commit_secret, c.hands_off"
+)
+#: What a claim does once it knows which task instances go to which worker: a CTE ``claimable``
+#: (``id``, ``n``) and a CTE ``slots`` (``worker_id``, ``n``) pair them; this moves them to running,
+#: records their attempts and returns what their assignments are built from.
+_CLAIM_TAIL = (
+    "claimed AS ("
+    "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
+    "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
+    f"  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) {_CLAIMED_RETURNING}"
+    f"), {_RECORD_ATTEMPTS} "
+    f"SELECT {_CLAIMED_COLUMNS} FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
 )
 
 #: Claims queued task instances of the given queues for the workers in :slots (a worker id per free

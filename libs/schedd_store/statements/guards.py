@@ -25,29 +25,48 @@ _MACHINES: dict[str, Mapping[enum.StrEnum, frozenset[enum.StrEnum]]] = {
 
 #: The moves of every guarded statement, by its text: machine -> (sources, targets).
 GUARDS: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {}
+#: The state a guarded statement's rows pass through within it, by its text: machine -> state.
+VIA: dict[str, dict[str, str]] = {}
 
 
 def _sql(statement: str) -> TextClause:
     return text(statement)
 
 
-def _guarded(statement: str, **moves: tuple[Iterable[enum.StrEnum], Iterable[enum.StrEnum]]) -> TextClause:
+def _guarded(
+    statement: str,
+    via: Mapping[str, enum.StrEnum] | None = None,
+    **moves: tuple[Iterable[enum.StrEnum], Iterable[enum.StrEnum]],
+) -> TextClause:
     """A state-changing statement whose guards are bound from the transition tables.
 
     For each machine named (``ti``, ``run``, ``attempt``, ``worker``, ``backfill``), ``:<machine>_sources`` is
     bound to the given sources, each checked to be an allowed source of every target the statement
-    can set; a move the tables do not allow fails here, at import.
+    can set; a move the tables do not allow fails here, at import. ``via`` names, by machine, the
+    state a statement's rows pass through within it (two moves in one write, e.g. a hand-off's
+    queue-and-claim): then each source must be allowed into it, and it into each target.
     """
     bound: dict[str, list[str]] = {}
     declared: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
     for machine, (sources, targets) in moves.items():
         table = _MACHINES[machine]
         source_set, target_set = frozenset(sources), frozenset(targets)
-        for target in target_set:
-            illegal = source_set - table[target]
+        step = (via or {}).get(machine)
+        for source_group, target in _steps(source_set, target_set, step):
+            illegal = source_group - table[target]
             if illegal:
                 raise ValueError(f"{machine}: {sorted(illegal)} -> {target} is not an allowed transition")
         bound[f"{machine}_sources"] = sorted(s.value for s in source_set)
         declared[machine] = (frozenset(s.value for s in source_set), frozenset(t.value for t in target_set))
     GUARDS[statement] = declared
+    VIA[statement] = {machine: state.value for machine, state in (via or {}).items()}
     return text(statement).bindparams(**bound)
+
+
+def _steps(
+    sources: frozenset[enum.StrEnum], targets: frozenset[enum.StrEnum], via: enum.StrEnum | None
+) -> list[tuple[frozenset[enum.StrEnum], enum.StrEnum]]:
+    """The (sources, target) moves to check: straight, or into ``via`` and from it."""
+    if via is None:
+        return [(sources, target) for target in targets]
+    return [(sources, via)] + [(frozenset({via}), target) for target in targets]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schedd_core.states import TaskState
 from schedd_store import channels
-from schedd_store.statements.dispatch import _CLAIM_TAIL
+from schedd_store.statements.dispatch import _CLAIMED_COLUMNS, _CLAIMED_RETURNING, _RECORD_ATTEMPTS
 from schedd_store.statements.guards import _guarded, _sql
 
 # --- successor hand-offs ---------------------------------------------------------------------------
@@ -33,9 +33,9 @@ SET_HANDOFFS = _sql(
     "SELECT id FROM free"
 )
 
-#: Queues the hand-off of each :sources task instance that just succeeded, for the worker beside it
-#: (:worker_ids, the one that reported the success), when everything the leader assumed still holds,
-#: checked here under the fence row's shared lock:
+#: Queues and claims the hand-off of each :sources task instance that just succeeded, for the worker
+#: beside it (:worker_ids, the one that reported the success), when everything the leader assumed
+#: still holds, checked here under the fence row's shared lock:
 #: - the hand-off is of the current term (the fence's token) and of the run's current control
 #:   version (no clear, mark or cancel since), the run is running and its DAG is not paused;
 #: - the source succeeded, the target has not started (none or scheduled), and every task instance
@@ -44,11 +44,13 @@ SET_HANDOFFS = _sql(
 #: - the target takes no more of the pool than the source gave back, nothing waits in that pool for
 #:   a slot, the pool is within its size, and no task instance of higher priority waits in the
 #:   target's queue.
-#: Stamps the queued rows with the fence token. Tells the leader of every source (whose success
-#: ``APPLY_RESULTS`` left untold) and of every task instance queued: on ``schedd_runs_handed_off``
-#: for a quiet hand-off that was used (nothing else waits on that success: the leader may look later),
-#: else on ``schedd_runs``. Returns a row per source, with the task instance queued for it and its
-#: worker (NULL when nothing was handed off).
+#: The target is queued and claimed in this one write (none -> queued -> running: a fresh attempt,
+#: ``queued_at`` = ``started_at``, stamped with the fence token) and its attempt recorded, as a claim
+#: does (``statements.dispatch._CLAIM_TAIL``). Tells the leader of every source (whose success
+#: ``APPLY_RESULTS`` left untold) and of every task instance started: on ``schedd_runs_handed_off``
+#: for a quiet hand-off that was used (nothing else waits on that success: the leader may look
+#: later), else on ``schedd_runs``. Returns a row per source (``source``) with what the started task
+#: instance's assignment is built from (NULL columns when nothing was handed off).
 HAND_OFF = _guarded(
     "WITH fence AS (SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE), "
     "h AS (SELECT * FROM unnest(CAST(:sources AS bigint[]), CAST(:worker_ids AS text[])) "
@@ -74,28 +76,20 @@ HAND_OFF = _guarded(
     "    SELECT slots FROM pool_occupancy WHERE pool = y.pool "
     "    UNION ALL SELECT slots FROM occupancy_deltas WHERE pool = y.pool) AS o) + y.pool_slots <= p.slots "
     "  ORDER BY y.id"
-    "), queued AS ("
-    "  UPDATE task_instances t SET state = 'queued', "
+    "), claimed AS ("
+    "  UPDATE task_instances ti SET state = 'running', "
     "  try_number = try_number + CASE WHEN first_poke_at IS NULL THEN 1 ELSE 0 END, "
-    "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = NULL, ended_at = NULL, "
-    "  claimed_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = NULL, "
+    "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = now(), claimed_at = now(), "
+    "  ended_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = e.worker_id, "
     "  exit_code = NULL, error = NULL, fence_token = (SELECT token FROM fence) "
-    "  FROM eligible e WHERE t.id = e.id AND t.state = ANY(:ti_sources) "
-    "  RETURNING t.id, t.run_pk, e.source, e.worker_id"
-    ") "
-    "SELECT h.source, q.id, q.worker_id, pg_notify("
-    f"  CASE WHEN q.id IS NOT NULL AND x.handoff_quiet THEN '{channels.RUNS_HANDED_OFF}' "
+    f"  FROM eligible e WHERE ti.id = e.id AND ti.state = ANY(:ti_sources) {_CLAIMED_RETURNING}, e.source"
+    f"), {_RECORD_ATTEMPTS} "
+    f"SELECT h.source, {_CLAIMED_COLUMNS}, pg_notify("
+    f"  CASE WHEN c.id IS NOT NULL AND x.handoff_quiet THEN '{channels.RUNS_HANDED_OFF}' "
     f"  ELSE '{channels.RUNS}' END, "
-    "  x.run_pk::text || '/' || x.id::text || COALESCE(',' || q.run_pk::text || '/' || q.id::text, '')) "
-    "FROM h JOIN task_instances x ON x.id = h.source LEFT JOIN queued q ON q.source = h.source",
-    ti=({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.QUEUED}),
-)
-
-#: Claims the task instances :ids, just queued by :data:`HAND_OFF`, each for the worker beside it
-#: (:worker_ids); then :data:`schedd_store.statements.dispatch._CLAIM_TAIL`.
-CLAIM_HANDED_OFF = _guarded(
-    "WITH claimable AS (SELECT id, n FROM unnest(CAST(:ids AS bigint[])) WITH ORDINALITY AS c(id, n)), "
-    "slots AS (SELECT worker_id, n FROM unnest(CAST(:worker_ids AS text[])) "
-    "  WITH ORDINALITY AS s(worker_id, n)), " + _CLAIM_TAIL,
-    ti=({TaskState.QUEUED}, {TaskState.RUNNING}),
+    "  x.run_pk::text || '/' || x.id::text || COALESCE(',' || c.run_pk::text || '/' || c.id::text, '')) "
+    "FROM h JOIN task_instances x ON x.id = h.source LEFT JOIN claimed c ON c.source = h.source "
+    "LEFT JOIN dag_runs r ON r.id = c.run_pk",
+    via={"ti": TaskState.QUEUED},
+    ti=({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.RUNNING}),
 )
