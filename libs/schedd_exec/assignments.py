@@ -23,7 +23,7 @@ class Claims(Protocol):
 
     async def claim(self, *, slots: Sequence[str], queues: Sequence[str]) -> list[ClaimedWork]: ...
 
-    async def hand_off(self, conn: Any, sources: Sequence[tuple[int, str]]) -> dict[int, ClaimedWork]: ...
+    async def hand_off(self, conn: Any, claimed: Mapping[int, ClaimedAttempt]) -> dict[int, ClaimedWork]: ...
 
 
 class Built(NamedTuple):
@@ -47,11 +47,10 @@ class AssignmentBuilder:
             return []
         return [_built(w) for w in await self._claims.claim(slots=slots, queues=queues)]
 
-    async def hand_off(self, conn: Any, sources: Sequence[tuple[int, str]]) -> dict[int, Built]:
-        """Inside the transaction ``conn`` that applied the successes of ``sources`` (task instance
-        id, reporting worker), claim their successors' hand-offs and build their assignments; by
-        source."""
-        return {source: _built(w) for source, w in (await self._claims.hand_off(conn, sources)).items()}
+    async def hand_off(self, conn: Any, claimed: Mapping[int, ClaimedAttempt]) -> dict[int, Built]:
+        """Inside the transaction ``conn`` that applied some successes and handed off their
+        successors, ``claimed`` by source: their assignments."""
+        return {source: _built(w) for source, w in (await self._claims.hand_off(conn, claimed)).items()}
 
 
 def _built(work: ClaimedWork) -> Built:

@@ -10,12 +10,12 @@ holds once that transaction commits; a version whose stored spec cannot be read 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
-from schedd_store import dispatch, handoffs
+from schedd_store import dispatch
 from schedd_store.versions import VersionCache
 
 
@@ -34,12 +34,11 @@ class AssignmentClaims:
             return await self._work(conn, claimed)
 
     async def hand_off(
-        self, conn: AsyncConnection, sources: Sequence[tuple[int, str]]
+        self, conn: AsyncConnection, claimed: Mapping[int, ClaimedAttempt]
     ) -> dict[int, ClaimedWork]:
-        """Inside the transaction ``conn`` that applied the successes of ``sources`` (task instance
-        id, reporting worker): claim their successors' hand-offs (``schedd_store.handoffs``), each for
-        the worker beside it, with what their assignments are built from; by source."""
-        claimed = await handoffs.hand_off(conn, sources)
+        """Inside the transaction ``conn`` that applied some successes and handed off their
+        successors (``schedd_store.handoffs``), ``claimed`` by source: the same with what their
+        assignments are built from."""
         work = await self._work(conn, list(claimed.values()))
         return {source: w for source, w in zip(claimed, work, strict=True)}
 

@@ -85,30 +85,33 @@ async def claim_in(
     return [claimed_attempt(r) for r in rows]
 
 
-def claimed_attempt(r: Any) -> ClaimedAttempt:
-    """A row of a claim (``statements.dispatch._CLAIM_TAIL``) as the attempt it records."""
+def claimed_attempt(row: Any, prefix: str = "") -> ClaimedAttempt:
+    """A row of a claim (``statements.claimed._claimed_columns``, columns named with ``prefix``) as
+    the attempt it records."""
+    r = row._mapping
+    p = prefix
     return ClaimedAttempt(
-        ti_id=r.id,
-        task_id=r.task_id,
-        try_number=r.try_number,
-        attempt_id=str(r.attempt_id),
-        dag_id=r.dag_id,
-        run_id=r.run_id,
-        run_pk=r.run_pk,
-        logical_date=r.logical_date,
-        dag_version_id=r.dag_version_id,
-        conf=r.conf or {},
-        run_has_results=r.run_has_results,
-        worker_id=r.worker_id,
-        run_type=r.run_type,
-        data_interval_start=r.data_interval_start,
-        data_interval_end=r.data_interval_end,
-        queued_at=r.queued_at,
-        trace_context=r.trace_context or "",
-        first_poke_at=r.first_poke_at,
-        map_index=r.map_index,
-        commit_secret=r.commit_secret,
-        hands_off=r.hands_off,
+        ti_id=r[f"{p}id"],
+        task_id=r[f"{p}task_id"],
+        try_number=r[f"{p}try_number"],
+        attempt_id=str(r[f"{p}attempt_id"]),
+        dag_id=r[f"{p}dag_id"],
+        run_id=r[f"{p}run_id"],
+        run_pk=r[f"{p}run_pk"],
+        logical_date=r[f"{p}logical_date"],
+        dag_version_id=r[f"{p}dag_version_id"],
+        conf=r[f"{p}conf"] or {},
+        run_has_results=r[f"{p}run_has_results"],
+        worker_id=r[f"{p}worker_id"],
+        run_type=r[f"{p}run_type"],
+        data_interval_start=r[f"{p}data_interval_start"],
+        data_interval_end=r[f"{p}data_interval_end"],
+        queued_at=r[f"{p}queued_at"],
+        trace_context=r[f"{p}trace_context"] or "",
+        first_poke_at=r[f"{p}first_poke_at"],
+        map_index=r[f"{p}map_index"],
+        commit_secret=r[f"{p}commit_secret"],
+        hands_off=r[f"{p}hands_off"],
     )
 
 
@@ -127,9 +130,9 @@ async def upstream_results(
     return {(r.run_pk, r.task_id): r.result for r in rows}
 
 
-#: Called inside the transaction that applied results, with the task instances that succeeded and
-#: whose results asked for their hand-off (id, reporting worker): ``AssignmentClaims.hand_off``.
-HandOff = Callable[[AsyncConnection, list[tuple[int, str]]], Awaitable[None]]
+#: Called inside the transaction that applied results, with the successors it handed off (claimed
+#: for the worker of their source), by source task instance: ``AssignmentClaims.hand_off``.
+HandOff = Callable[[AsyncConnection, dict[int, ClaimedAttempt]], Awaitable[None]]
 
 
 async def apply_results(
@@ -138,9 +141,10 @@ async def apply_results(
     """Apply a batch of attempt results in one transaction and wake the scheduler for their runs.
 
     Returns one status per result, in order. Abandoned attempts are marked lost (the scheduler
-    fails them over) and count as applied. ``hand_off`` is called in the same transaction with the
-    successes of results that ask for it (``AttemptResult.hand_off``): what it claims commits with
-    them, or nothing does.
+    fails them over) and count as applied. The successes of results that ask for it
+    (``AttemptResult.hand_off``) hand off their successors in the same statement when ``hand_off``
+    is given; it is called in the same transaction with what was handed off: what it claims
+    commits with them, or nothing does.
     """
     if not results:
         return []
@@ -159,14 +163,13 @@ async def apply_results(
         "results": [r.result_json or None for r in finished],
         "no_retries": [r.no_retry and not r.succeeded for r in finished],
         "worker_ids": [r.worker_id for r in finished],
-        # HAND_OFF tells the leader of these successes, in this transaction
         "handing_off": [r.attempt_id for r in finished if r.hand_off and hand_off is not None],
     }
     applied: dict[str, int] = {}
     lost: set[int] = set()
     async with engine.begin() as conn:
         if finished:
-            # The statement also tells the scheduler of every run it touched (HAND_OFF of some).
+            # The statement also hands off successors and tells the leader of every run it touched.
             rows = (await conn.execute(sql.APPLY_RESULTS, params)).all()
             applied = {str(r.attempt_id): r.run_pk for r in rows}
             if any(r.callbacks for r in rows):
@@ -175,15 +178,9 @@ async def apply_results(
             await assets.record_outlet_events(
                 conn, [r.id for r in rows if r.state == TaskState.SUCCESS and r.has_outlets]
             )
-            if hand_off is not None:
-                asked = {r.attempt_id: r.worker_id for r in finished if r.hand_off}
-                sources = [
-                    (r.id, asked[str(r.attempt_id)])
-                    for r in rows
-                    if r.state == TaskState.SUCCESS and str(r.attempt_id) in asked
-                ]
-                if sources:
-                    await hand_off(conn, sources)
+            handed = {r.id: claimed_attempt(r, "handed_") for r in rows if r.handed_id is not None}
+            if handed and hand_off is not None:
+                await hand_off(conn, handed)
         if sensed:
             applied |= await apply_sensor_outcomes(conn, sensed)
         if abandoned:

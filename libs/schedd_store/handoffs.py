@@ -3,28 +3,25 @@
 The leader writes, inside its fenced pass, which task instance may start when another succeeds
 (:func:`write_handoffs`, decided by ``schedd_core.handoffs``). The registry that applies that
 success, in the same transaction, queues and claims the successor for the worker that reported it
-(:func:`hand_off`), so a chain's next task needs neither a pass of the leader nor a claim of its
-own.
+(``statements.APPLY_RESULTS``, in the statement that applies the result), so a chain's next task
+needs neither a pass of the leader nor a claim of its own.
 
 What a hand-off guarantees: it starts a task instance only when the leader's usual path would have
-queued it too: ``statements.HAND_OFF`` re-checks, under the fence row's shared lock, the term, the
-run's control version, the states, the worker's queues and the pool (see there). A hand-off of a
-deposed term, of a run changed by hand since, or whose assumptions no longer hold does nothing, and
-the leader queues the task the usual way. What it does not guarantee: strict priority order
-against task instances waiting for the leader's admission in other pools, and it never starts more
-than one successor per success.
+queued it too: ``statements.handoffs._HAND_OFF`` re-checks, under the fence row's shared lock, the
+term, the run's control version, the states, the worker's queues and the pool (see there). A
+hand-off of a deposed term, of a run changed by hand since, or whose assumptions no longer hold
+does nothing, and the leader queues the task the usual way. What it does not guarantee: strict
+priority order against task instances waiting for the leader's admission in other pools, a
+hand-off to a join whose other upstream task succeeds in the same batch of results (the leader
+queues it), and it never starts more than one successor per success.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-from schedd_core.claims import ClaimedAttempt
 from schedd_core.handoffs import Handoff
 from schedd_store import statements as sql
-from schedd_store.dispatch import claimed_attempt
 from schedd_store.fence import FencedConnection
 
 
@@ -66,16 +63,3 @@ async def write_handoffs(
         if source in done:
             written.setdefault(h.run_pk, {})[h.source] = h.target
     return written
-
-
-async def hand_off(conn: AsyncConnection, sources: Sequence[tuple[int, str]]) -> dict[int, ClaimedAttempt]:
-    """Queue and claim the hand-offs of the task instances ``sources`` (id, and the worker that
-    reported its success), each for that worker, where ``statements.HAND_OFF`` finds they still
-    hold; returns the claimed attempts by source. Call it in the transaction that applied those
-    successes, with every success whose notification ``APPLY_RESULTS`` left to it (``:handing_off``):
-    this tells the leader of them. The claims hold once it commits."""
-    if not sources:
-        return {}
-    params = {"sources": [s for s, _ in sources], "worker_ids": [w for _, w in sources]}
-    rows = (await conn.execute(sql.HAND_OFF, params)).all()
-    return {r.source: claimed_attempt(r) for r in rows if r.id is not None}

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff, retry
+from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import quote
 from schedd_core.limits import MAX_ERROR_CHARS, MAX_RESULT_BYTES
 from schedd_exec.assignments import Built
@@ -68,9 +69,9 @@ class ResultReports:
         successes that kept a credit for them."""
         handed: dict[int, Built] = {}
 
-        async def hand_off(conn: AsyncConnection, sources: list[tuple[int, str]]) -> None:
+        async def hand_off(conn: AsyncConnection, claimed: dict[int, ClaimedAttempt]) -> None:
             handed.clear()  # a transaction tried again starts afresh
-            handed.update(await self._dispatcher.builder.hand_off(conn, sources))
+            handed.update(await self._dispatcher.builder.hand_off(conn, claimed))
 
         statuses = await dispatch.apply_results(self._engine, batch, hand_off=hand_off)
         return [Applied(status, handed.get(r.ti_id)) for status, r in zip(statuses, batch, strict=True)]

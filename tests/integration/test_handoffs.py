@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
@@ -56,8 +56,8 @@ async def _succeed(
     handed: dict[int, ClaimedWork] = {}
     claims = AssignmentClaims(engine)
 
-    async def take(conn: object, sources: list[tuple[int, str]]) -> None:
-        handed.update(await claims.hand_off(conn, sources))  # type: ignore[arg-type]
+    async def take(conn: AsyncConnection, claimed: dict[int, ClaimedAttempt]) -> None:
+        handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(
         worker_id=claimed.worker_id,
@@ -122,8 +122,8 @@ async def test_the_handed_off_assignment_carries_its_upstream_result(engine: Asy
     claims = AssignmentClaims(engine)
     handed: dict[int, ClaimedWork] = {}
 
-    async def take(conn: object, sources: list[tuple[int, str]]) -> None:
-        handed.update(await claims.hand_off(conn, sources))  # type: ignore[arg-type]
+    async def take(conn: AsyncConnection, claimed: dict[int, ClaimedAttempt]) -> None:
+        handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(
         worker_id="w", ti_id=a.ti_id, attempt_id=a.attempt_id, try_number=a.try_number, succeeded=True,
@@ -203,6 +203,14 @@ async def test_a_hand_off_whose_assumptions_moved_does_nothing(
     assert states["a"] == "success" and states["b"] in ("none", "skipped")
     # Nothing was handed off: the leader is told at once, to queue b the usual way.
     assert told == {channels.RUNS: [f"{run.pk}/{a.ti_id}"], channels.RUNS_HANDED_OFF: []}
+
+
+async def test_a_full_pool_hands_the_slot_its_source_frees_to_the_successor(engine: AsyncEngine) -> None:
+    _, _, a = await _started(engine, CHAIN)
+    await _sql(engine, "UPDATE pools SET slots = 1 WHERE name = 'default_pool'")  # a holds the one slot
+    (b,) = (await _succeed(engine, a)).values()
+    assert b.attempt.task_id == "b"
+    assert await _states(engine) == {"a": "success", "b": "running", "c": "none"}
 
 
 async def test_a_failure_hands_nothing_off(engine: AsyncEngine) -> None:

@@ -168,7 +168,6 @@ from schedd_store.statements.fencing import (
 )
 from schedd_store.statements.guards import GUARDS as GUARDS, VIA as VIA
 from schedd_store.statements.handoffs import (
-    HAND_OFF as HAND_OFF,
     SET_HANDOFFS as SET_HANDOFFS,
 )
 from schedd_store.statements.occupancy import (

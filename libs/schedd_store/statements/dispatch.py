@@ -3,50 +3,17 @@
 from __future__ import annotations
 
 from schedd_core.states import AttemptState, TaskState, WorkerState
-from schedd_store import channels
+from schedd_store.statements.claimed import _CLAIM_TAIL
 from schedd_store.statements.guards import _guarded, _sql
+from schedd_store.statements.handoffs import (
+    _HAND_OFF,
+    _HANDED_OFF_COLUMNS,
+    _HANDED_OFF_JOINS,
+    HAND_OFF_MOVES,
+    HAND_OFF_VIA,
+)
 
 # --- dispatch (registry) ---------------------------------------------------------------------------
-
-#: What a claimed task instance returns from the UPDATE (``ti``) that moves it to running (each with a
-#: random commit secret, returned here and stored only as its SHA-256: the proof a transactional task
-#: gives schedd_commit_attempt; migration 0019). ``hands_off``: the task instance has a successor
-#: hand-off (``schedd_store.handoffs``).
-_CLAIMED_RETURNING = (
-    "RETURNING ti.id, ti.run_pk, ti.task_id, ti.map_index, ti.try_number, ti.attempt_id, ti.worker_id, "
-    "ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret, "
-    "ti.handoff_ti IS NOT NULL AS hands_off"
-)
-#: Records the attempts of the CTE ``claimed`` (:data:`_CLAIMED_RETURNING`), each with the DAG version
-#: its run is pinned to at this moment: the code the attempt runs.
-_RECORD_ATTEMPTS = (
-    "recorded AS ("
-    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, commit_secret_hash, "
-    "  dag_version_id) "
-    "  SELECT c.attempt_id, c.id, c.try_number, c.worker_id, 'running', "
-    "  sha256(convert_to(c.commit_secret, 'UTF8')), cr.dag_version_id "
-    "  FROM claimed c JOIN dag_runs cr ON cr.id = c.run_pk"
-    ")"
-)
-#: What an assignment is built from, of a claimed task instance ``c`` and its run ``r``.
-_CLAIMED_COLUMNS = (
-    "c.id, c.task_id, c.map_index, c.try_number, c.attempt_id, c.run_pk, c.worker_id, r.dag_id, "
-    "r.run_id, r.logical_date, r.dag_version_id, r.conf, r.run_type, r.data_interval_start, "
-    "r.data_interval_end, c.queued_at, r.trace_context, c.first_poke_at, "
-    "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL) "
-    "AS run_has_results, c.commit_secret, c.hands_off"
-)
-#: What a claim does once it knows which task instances go to which worker: a CTE ``claimable``
-#: (``id``, ``n``) and a CTE ``slots`` (``worker_id``, ``n``) pair them; this moves them to running,
-#: records their attempts and returns what their assignments are built from.
-_CLAIM_TAIL = (
-    "claimed AS ("
-    "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
-    "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
-    f"  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) {_CLAIMED_RETURNING}"
-    f"), {_RECORD_ATTEMPTS} "
-    f"SELECT {_CLAIMED_COLUMNS} FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
-)
 
 #: Claims queued task instances of the given queues for the workers in :slots (a worker id per free
 #: slot; the first slots get the most important task instances), highest priority first, oldest
@@ -71,8 +38,9 @@ CLAIM_TASK_INSTANCES = _guarded(
 
 #: Applies a batch of attempt results. Each row changes only while its attempt is current, running
 #: and held by the worker whose stream reported it (``ti.worker_id = r.worker_id``); the attempt's
-#: history row changes with it. Returns the rows applied, and tells the leader of each, except of a
-#: success whose attempt is in :handing_off: ``HAND_OFF`` does, in the same transaction.
+#: history row changes with it. A success whose attempt is in :handing_off also starts its
+#: successor hand-off, in this statement (``statements.handoffs._HAND_OFF``). Returns a row per
+#: result applied, with what was handed off for it (``handed_*``), and tells the leader of each.
 APPLY_RESULTS = _guarded(
     "WITH r AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
@@ -100,7 +68,8 @@ APPLY_RESULTS = _guarded(
     "  WHERE ti.id = r.ti_id AND ti.attempt_id = r.attempt_id AND ti.try_number = r.try_number "
     "  AND ti.worker_id = r.worker_id AND ti.state = ANY(:ti_sources) "
     "  RETURNING ti.id, ti.run_pk, ti.attempt_id, ti.state, ti.callback_events, ti.dag_id, ti.task_id, "
-    "  ti.try_number, ti.error"
+    "  ti.try_number, ti.error, ti.result, ti.worker_id, ti.pool, ti.pool_slots, ti.handoff_ti, "
+    "  ti.handoff_after, ti.handoff_token, ti.handoff_control, ti.handoff_quiet"
     "), callbacks AS ("
     "  INSERT INTO outbox (topic, payload) "
     "  SELECT 'task_callback', jsonb_build_object('event', e.event, 'ti_id', applied.id, 'run_pk', "
@@ -114,16 +83,15 @@ APPLY_RESULTS = _guarded(
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
     "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
     "  WHERE a.attempt_id = r.attempt_id AND a.state = ANY(:attempt_sources)"
-    ") "
-    "SELECT id, run_pk, attempt_id, state, CASE WHEN state = 'success' "
-    "  AND attempt_id = ANY(CAST(:handing_off AS uuid[])) THEN NULL "
-    f"  ELSE pg_notify('{channels.RUNS}', run_pk::text || '/' || id::text) END, "
-    f"(SELECT count(*) FROM callbacks) AS callbacks, "
+    f"), {_HAND_OFF} "
+    "SELECT a.id, a.run_pk, a.attempt_id, a.state, (SELECT count(*) FROM callbacks) AS callbacks, "
     "EXISTS (SELECT 1 FROM dag_runs ar JOIN dag_asset_refs ref ON ref.version_id = ar.dag_version_id "
-    "  WHERE ar.id = applied.run_pk AND ref.role = 'outlet' AND ref.task_id = applied.task_id) "
-    "AS has_outlets FROM applied",
+    "  WHERE ar.id = a.run_pk AND ref.role = 'outlet' AND ref.task_id = a.task_id) AS has_outlets, "
+    f"{_HANDED_OFF_COLUMNS} FROM applied a {_HANDED_OFF_JOINS}",
+    via=HAND_OFF_VIA,
     ti=({TaskState.RUNNING}, {TaskState.SUCCESS, TaskState.FAILED, TaskState.UP_FOR_RETRY}),
     attempt=({AttemptState.RUNNING}, {AttemptState.SUCCESS, AttemptState.FAILED}),
+    **HAND_OFF_MOVES,
 )
 
 #: The recorded outcome of attempts (the whole attempt: id and try number), and whether the reporting

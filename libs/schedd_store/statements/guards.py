@@ -23,9 +23,10 @@ _MACHINES: dict[str, Mapping[enum.StrEnum, frozenset[enum.StrEnum]]] = {
     "backfill": BACKFILL_TRANSITIONS,  # type: ignore[dict-item]
 }
 
-#: The moves of every guarded statement, by its text: machine -> (sources, targets).
+#: The moves of every guarded statement, by its text: move (a machine, or ``<machine>_<name>``) ->
+#: (sources, targets).
 GUARDS: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {}
-#: The state a guarded statement's rows pass through within it, by its text: machine -> state.
+#: The state a guarded statement's rows pass through within it, by its text: move -> state.
 VIA: dict[str, dict[str, str]] = {}
 
 
@@ -40,27 +41,35 @@ def _guarded(
 ) -> TextClause:
     """A state-changing statement whose guards are bound from the transition tables.
 
-    For each machine named (``ti``, ``run``, ``attempt``, ``worker``, ``backfill``), ``:<machine>_sources`` is
-    bound to the given sources, each checked to be an allowed source of every target the statement
-    can set; a move the tables do not allow fails here, at import. ``via`` names, by machine, the
-    state a statement's rows pass through within it (two moves in one write, e.g. a hand-off's
-    queue-and-claim): then each source must be allowed into it, and it into each target.
+    For each move named by a machine (``ti``, ``run``, ``attempt``, ``worker``, ``backfill``), or by a
+    machine and a name (``ti_handoff``: a statement that writes one machine's rows in two ways),
+    ``:<move>_sources`` is bound to the given sources, each checked to be an allowed source of every
+    target the statement can set; a move the tables do not allow fails here, at import. ``via``
+    names, by move, the state its rows pass through within the statement (two moves in one write,
+    e.g. a hand-off's queue-and-claim): then each source must be allowed into it, and it into each
+    target.
     """
     bound: dict[str, list[str]] = {}
     declared: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
-    for machine, (sources, targets) in moves.items():
+    for move, (sources, targets) in moves.items():
+        machine = machine_of(move)
         table = _MACHINES[machine]
         source_set, target_set = frozenset(sources), frozenset(targets)
-        step = (via or {}).get(machine)
+        step = (via or {}).get(move)
         for source_group, target in _steps(source_set, target_set, step):
             illegal = source_group - table[target]
             if illegal:
                 raise ValueError(f"{machine}: {sorted(illegal)} -> {target} is not an allowed transition")
-        bound[f"{machine}_sources"] = sorted(s.value for s in source_set)
-        declared[machine] = (frozenset(s.value for s in source_set), frozenset(t.value for t in target_set))
+        bound[f"{move}_sources"] = sorted(s.value for s in source_set)
+        declared[move] = (frozenset(s.value for s in source_set), frozenset(t.value for t in target_set))
     GUARDS[statement] = declared
     VIA[statement] = {machine: state.value for machine, state in (via or {}).items()}
     return text(statement).bindparams(**bound)
+
+
+def machine_of(move: str) -> str:
+    """The state machine a guarded move (``ti``, ``ti_handoff``...) belongs to."""
+    return move.split("_", 1)[0]
 
 
 def _steps(

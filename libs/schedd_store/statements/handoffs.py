@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from schedd_core.states import TaskState
 from schedd_store import channels
-from schedd_store.statements.dispatch import _CLAIMED_COLUMNS, _CLAIMED_RETURNING, _RECORD_ATTEMPTS
-from schedd_store.statements.guards import _guarded, _sql
+from schedd_store.statements.claimed import _CLAIMED_RETURNING, _RECORD_ATTEMPTS, _claimed_columns
+from schedd_store.statements.guards import _sql
 
 # --- successor hand-offs ---------------------------------------------------------------------------
 
@@ -33,48 +33,46 @@ SET_HANDOFFS = _sql(
     "SELECT id FROM free"
 )
 
-#: Queues and claims the hand-off of each :sources task instance that just succeeded, for the worker
-#: beside it (:worker_ids, the one that reported the success), when everything the leader assumed
-#: still holds, checked here under the fence row's shared lock:
+#: Part of ``APPLY_RESULTS`` (its CTE ``applied``, the results it applied, is ``x`` here): queues and
+#: claims the hand-off of each task instance that just succeeded and whose attempt is in
+#: :handing_off (its worker kept a credit for it), for that worker, when everything the leader
+#: assumed still holds, checked here under the fence row's shared lock:
 #: - the hand-off is of the current term (the fence's token) and of the run's current control
 #:   version (no clear, mark or cancel since), the run is running and its DAG is not paused;
 #: - the source succeeded, the target has not started (none or scheduled), and every task instance
-#:   the hand-off waits for succeeded;
+#:   the hand-off waits for had succeeded before this statement;
 #: - the worker is active and serves the target's queue;
-#: - the target takes no more of the pool than the source gave back, nothing waits in that pool for
-#:   a slot, the pool is within its size, and no task instance of higher priority waits in the
-#:   target's queue.
-#: The target is queued and claimed in this one write (none -> queued -> running: a fresh attempt,
-#: ``queued_at`` = ``started_at``, stamped with the fence token) and its attempt recorded, as a claim
-#: does (``statements.dispatch._CLAIM_TAIL``). Tells the leader of every source (whose success
-#: ``APPLY_RESULTS`` left untold) and of every task instance started: on ``schedd_runs_handed_off``
-#: for a quiet hand-off that was used (nothing else waits on that success: the leader may look
-#: later), else on ``schedd_runs``. Returns a row per source (``source``) with what the started task
-#: instance's assignment is built from (NULL columns when nothing was handed off).
-HAND_OFF = _guarded(
-    "WITH fence AS (SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE), "
-    "h AS (SELECT * FROM unnest(CAST(:sources AS bigint[]), CAST(:worker_ids AS text[])) "
-    "  AS h(source, worker_id)), "
+#: - the target takes no more of the pool than the source gives back, nothing waits in that pool
+#:   for a slot, the pool is within its size once the source's slots are free, and no task instance
+#:   of higher priority waits in the target's queue.
+#: The target is queued and claimed in one write (none -> queued -> running: a fresh attempt,
+#: ``queued_at`` = ``started_at``, stamped with the fence token) and its attempt recorded as a claim
+#: records it (``statements.claimed``). CTE ``claimed``: the task instances started, each with its
+#: ``source``.
+_HAND_OFF = (
+    "fence AS (SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE), "
     "eligible AS ("
-    "  SELECT DISTINCT ON (y.id) y.id, h.source, h.worker_id FROM h "
-    "  JOIN task_instances x ON x.id = h.source "
+    "  SELECT DISTINCT ON (y.id) y.id, x.id AS source, x.worker_id FROM applied x "
     "  JOIN task_instances y ON y.id = x.handoff_ti AND y.run_pk = x.run_pk "
-    "  JOIN dag_runs r ON r.id = x.run_pk "
-    "  JOIN dags d ON d.dag_id = r.dag_id "
-    "  JOIN workers w ON w.worker_id = h.worker_id "
+    "  JOIN dag_runs xr ON xr.id = x.run_pk "
+    "  JOIN dags d ON d.dag_id = xr.dag_id "
+    "  JOIN workers w ON w.worker_id = x.worker_id "
     "  JOIN pools p ON p.name = y.pool "
-    "  WHERE x.state = 'success' AND x.handoff_token = (SELECT token FROM fence) "
-    "  AND x.handoff_control = r.control_version AND r.state = 'running' AND NOT d.paused "
-    "  AND y.state = ANY(:ti_sources) AND w.state = 'active' AND y.queue = ANY(w.queues) "
+    "  WHERE x.state = 'success' AND x.attempt_id = ANY(CAST(:handing_off AS uuid[])) "
+    "  AND x.handoff_token = (SELECT token FROM fence) "
+    "  AND x.handoff_control = xr.control_version AND xr.state = 'running' AND NOT d.paused "
+    "  AND y.state = ANY(:ti_handoff_sources) AND w.state = 'active' AND y.queue = ANY(w.queues) "
     "  AND y.pool = x.pool AND y.pool_slots <= x.pool_slots "
     "  AND NOT EXISTS (SELECT 1 FROM task_instances u WHERE u.id = ANY(x.handoff_after) "
     "    AND u.state <> 'success') "
     "  AND NOT EXISTS (SELECT 1 FROM task_instances s WHERE s.state = 'scheduled' AND s.pool = y.pool) "
     "  AND NOT EXISTS (SELECT 1 FROM task_instances q WHERE q.state = 'queued' AND q.queue = y.queue "
     "    AND q.priority_weight > y.priority_weight) "
+    # the source still counts as running in this statement's snapshot of the pool's occupancy
     "  AND (SELECT COALESCE(sum(o.slots), 0) FROM ("
     "    SELECT slots FROM pool_occupancy WHERE pool = y.pool "
-    "    UNION ALL SELECT slots FROM occupancy_deltas WHERE pool = y.pool) AS o) + y.pool_slots <= p.slots "
+    "    UNION ALL SELECT slots FROM occupancy_deltas WHERE pool = y.pool) AS o) "
+    "    - x.pool_slots + y.pool_slots <= p.slots "
     "  ORDER BY y.id"
     "), claimed AS ("
     "  UPDATE task_instances ti SET state = 'running', "
@@ -82,14 +80,28 @@ HAND_OFF = _guarded(
     "  attempt_id = gen_random_uuid(), queued_at = now(), started_at = now(), claimed_at = now(), "
     "  ended_at = NULL, lost_reported = false, next_retry_at = NULL, worker_id = e.worker_id, "
     "  exit_code = NULL, error = NULL, fence_token = (SELECT token FROM fence) "
-    f"  FROM eligible e WHERE ti.id = e.id AND ti.state = ANY(:ti_sources) {_CLAIMED_RETURNING}, e.source"
-    f"), {_RECORD_ATTEMPTS} "
-    f"SELECT h.source, {_CLAIMED_COLUMNS}, pg_notify("
-    f"  CASE WHEN c.id IS NOT NULL AND x.handoff_quiet THEN '{channels.RUNS_HANDED_OFF}' "
-    f"  ELSE '{channels.RUNS}' END, "
-    "  x.run_pk::text || '/' || x.id::text || COALESCE(',' || c.run_pk::text || '/' || c.id::text, '')) "
-    "FROM h JOIN task_instances x ON x.id = h.source LEFT JOIN claimed c ON c.source = h.source "
-    "LEFT JOIN dag_runs r ON r.id = c.run_pk",
-    via={"ti": TaskState.QUEUED},
-    ti=({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.RUNNING}),
+    "  FROM eligible e WHERE ti.id = e.id AND ti.state = ANY(:ti_handoff_sources) "
+    f"  {_CLAIMED_RETURNING}, e.source"
+    f"), {_RECORD_ATTEMPTS}"
 )
+#: The moves of :data:`_HAND_OFF`, for ``_guarded``.
+HAND_OFF_MOVES = {"ti_handoff": ({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.RUNNING})}
+HAND_OFF_VIA = {"ti_handoff": TaskState.QUEUED}
+#: What ``APPLY_RESULTS`` returns of each result's hand-off (its applied row ``a``, the started task
+#: instance ``c`` and its run ``hr``; NULL columns when nothing was handed off), prefixed ``handed_``,
+#: and the notification that tells the leader of both: on ``schedd_runs_handed_off`` for a quiet
+#: hand-off that was used (nothing else waits on that success: the leader may look later), else on
+#: ``schedd_runs``.
+_HANDED_OFF_COLUMNS = (
+    _claimed_columns(
+        "hr",
+        prefix="handed_",
+        results_also="EXISTS (SELECT 1 FROM applied ar WHERE ar.run_pk = c.run_pk AND ar.result IS NOT NULL)",
+    )
+    + ", pg_notify("
+    f"  CASE WHEN c.id IS NOT NULL AND a.handoff_quiet THEN '{channels.RUNS_HANDED_OFF}' "
+    f"  ELSE '{channels.RUNS}' END, "
+    "  a.run_pk::text || '/' || a.id::text || COALESCE(',' || c.run_pk::text || '/' || c.id::text, '')) "
+    "AS told"
+)
+_HANDED_OFF_JOINS = "LEFT JOIN claimed c ON c.source = a.id LEFT JOIN dag_runs hr ON hr.id = c.run_pk"

@@ -1,0 +1,58 @@
+"""Statement parts: what a claim writes and returns, shared by the registry's claim
+(``CLAIM_TASK_INSTANCES``) and a successor hand-off (``APPLY_RESULTS``)."""
+
+from __future__ import annotations
+
+#: What a claimed task instance returns from the UPDATE (``ti``) that moves it to running (each with a
+#: random commit secret, returned here and stored only as its SHA-256: the proof a transactional task
+#: gives schedd_commit_attempt; migration 0019). ``hands_off``: the task instance has a successor
+#: hand-off (``schedd_store.handoffs``).
+_CLAIMED_RETURNING = (
+    "RETURNING ti.id, ti.run_pk, ti.task_id, ti.map_index, ti.try_number, ti.attempt_id, ti.worker_id, "
+    "ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret, "
+    "ti.handoff_ti IS NOT NULL AS hands_off"
+)
+#: Records the attempts of the CTE ``claimed`` (:data:`_CLAIMED_RETURNING`), each with the DAG version
+#: its run is pinned to at this moment: the code the attempt runs.
+_RECORD_ATTEMPTS = (
+    "recorded AS ("
+    "  INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state, commit_secret_hash, "
+    "  dag_version_id) "
+    "  SELECT c.attempt_id, c.id, c.try_number, c.worker_id, 'running', "
+    "  sha256(convert_to(c.commit_secret, 'UTF8')), cr.dag_version_id "
+    "  FROM claimed c JOIN dag_runs cr ON cr.id = c.run_pk"
+    ")"
+)
+_CLAIMED_OWN = (
+    "id", "task_id", "map_index", "try_number", "attempt_id", "run_pk", "worker_id", "queued_at",
+    "first_poke_at", "commit_secret", "hands_off",
+)  # fmt: skip
+_CLAIMED_OF_RUN = (
+    "dag_id", "run_id", "logical_date", "dag_version_id", "conf", "run_type", "data_interval_start",
+    "data_interval_end", "trace_context",
+)  # fmt: skip
+
+
+def _claimed_columns(run: str, *, prefix: str = "", results_also: str = "") -> str:
+    """What an assignment is built from (``schedd_store.dispatch.claimed_attempt``), of a claimed
+    task instance ``c`` and its run (alias ``run``), each column named with ``prefix``.
+    ``run_has_results``: some task instance of the run stored a result, as the statement's snapshot
+    shows, or ``results_also`` (an SQL condition: results written by the same statement)."""
+    columns = [f"c.{name} AS {prefix}{name}" for name in _CLAIMED_OWN]
+    columns += [f"{run}.{name} AS {prefix}{name}" for name in _CLAIMED_OF_RUN]
+    stored = "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL)"
+    columns.append(f"({stored}{f' OR {results_also}' if results_also else ''}) AS {prefix}run_has_results")
+    return ", ".join(columns)
+
+
+#: What a claim does once it knows which task instances go to which worker: a CTE ``claimable``
+#: (``id``, ``n``) and a CTE ``slots`` (``worker_id``, ``n``) pair them; this moves them to running,
+#: records their attempts and returns what their assignments are built from.
+_CLAIM_TAIL = (
+    "claimed AS ("
+    "  UPDATE task_instances ti SET state = 'running', worker_id = slots.worker_id, started_at = now(), "
+    "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
+    f"  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) {_CLAIMED_RETURNING}"
+    f"), {_RECORD_ATTEMPTS} "
+    f"SELECT {_claimed_columns('r')} FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+)
