@@ -27,6 +27,7 @@ from schedd.v1 import resources_pb2 as pb
 from schedd_core.assets import spec_assets
 from schedd_core.errors import NotFound
 from schedd_store import statements as sql
+from schedd_store.direct import DirectConnection
 from schedd_store.fence import FencedConnection
 
 
@@ -86,7 +87,7 @@ async def record_refs(conn: AsyncConnection, version_id: int, spec: pb.DagSpec) 
     )
 
 
-async def record_outlet_events(conn: AsyncConnection, ti_ids: Sequence[int]) -> int:
+async def record_outlet_events(conn: AsyncConnection | DirectConnection, ti_ids: Sequence[int]) -> int:
     """In the transaction that applied their success: an event per outlet of each of these task
     instances that is in state success; returns how many were recorded."""
     if not ti_ids:

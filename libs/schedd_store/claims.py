@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_store import dispatch
+from schedd_store.direct import DirectConnection
 from schedd_store.versions import VersionCache
 
 
@@ -34,7 +35,7 @@ class AssignmentClaims:
             return await self._work(conn, claimed)
 
     async def hand_off(
-        self, conn: AsyncConnection, claimed: Mapping[int, ClaimedAttempt]
+        self, conn: AsyncConnection | DirectConnection, claimed: Mapping[int, ClaimedAttempt]
     ) -> dict[int, ClaimedWork]:
         """Inside the transaction ``conn`` that applied some successes and handed off their
         successors (``schedd_store.handoffs``), ``claimed`` by source: the same with what their
@@ -42,7 +43,9 @@ class AssignmentClaims:
         work = await self._work(conn, list(claimed.values()))
         return {source: w for source, w in zip(claimed, work, strict=True)}
 
-    async def _work(self, conn: AsyncConnection, claimed: Sequence[ClaimedAttempt]) -> list[ClaimedWork]:
+    async def _work(
+        self, conn: AsyncConnection | DirectConnection, claimed: Sequence[ClaimedAttempt]
+    ) -> list[ClaimedWork]:
         """``claimed`` with their specs and upstream results, read in the claiming transaction."""
         if not claimed:
             return []

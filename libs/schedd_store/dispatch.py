@@ -27,7 +27,7 @@ from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import TaskState, WorkerState
-from schedd_store import assets, channels, statements as sql
+from schedd_store import assets, channels, direct, statements as sql
 from schedd_store.report_status import ReportStatus as ReportStatus, recorded_outcomes, report_status
 from schedd_store.reports import AttemptResult as AttemptResult
 from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
@@ -116,7 +116,7 @@ def claimed_attempt(row: Any, prefix: str = "") -> ClaimedAttempt:
 
 
 async def upstream_results(
-    conn: AsyncConnection, run_pks: Sequence[int], task_ids: Sequence[str]
+    conn: AsyncConnection | direct.DirectConnection, run_pks: Sequence[int], task_ids: Sequence[str]
 ) -> dict[tuple[int, str], Any]:
     """Stored result values of the given tasks in the given runs, by (run pk, task id); the value of a
     mapped task is the list of its instances' results by map index (None for one that stored none)."""
@@ -132,13 +132,14 @@ async def upstream_results(
 
 #: Called inside the transaction that applied results, with the successors it handed off (claimed
 #: for the worker of their source), by source task instance: ``AssignmentClaims.hand_off``.
-HandOff = Callable[[AsyncConnection, dict[int, ClaimedAttempt]], Awaitable[None]]
+HandOff = Callable[[AsyncConnection | direct.DirectConnection, dict[int, ClaimedAttempt]], Awaitable[None]]
 
 
 async def apply_results(
     engine: AsyncEngine, results: Sequence[AttemptResult], *, hand_off: HandOff | None = None
 ) -> list[ReportStatus]:
-    """Apply a batch of attempt results in one transaction and wake the scheduler for their runs.
+    """Apply a batch of attempt results in one transaction (on asyncpg directly:
+    ``schedd_store.direct``) and wake the scheduler for their runs.
 
     Returns one status per result, in order. Abandoned attempts are marked lost (the scheduler
     fails them over) and count as applied. The successes of results that ask for it
@@ -167,7 +168,7 @@ async def apply_results(
     }
     applied: dict[str, int] = {}
     lost: set[int] = set()
-    async with engine.begin() as conn:
+    async with direct.transaction(engine) as conn:
         if finished:
             # The statement also hands off successors and tells the leader of every run it touched.
             rows = (await conn.execute(sql.APPLY_RESULTS, params)).all()
@@ -197,7 +198,7 @@ async def apply_results(
 
 
 async def _mark_lost(
-    conn: AsyncConnection, attempts: Sequence[AttemptRef], worker_ids: Sequence[str]
+    conn: AsyncConnection | direct.DirectConnection, attempts: Sequence[AttemptRef], worker_ids: Sequence[str]
 ) -> list[int]:
     """Mark lost those of ``attempts`` that are running on the worker named beside each."""
     rows = (

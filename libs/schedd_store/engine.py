@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -58,8 +59,10 @@ def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` says the database could not do it *now* (try again), rather than that what
     was asked is wrong: a broken or refused connection, a restart, a deadlock."""
-    if isinstance(exc, OSError | InterfaceError | TimeoutError):
+    if isinstance(exc, OSError | InterfaceError | TimeoutError | asyncpg.InterfaceError):
         return True
+    if isinstance(exc, asyncpg.PostgresError):  # raised by statements run directly (schedd_store.direct)
+        return str(exc.sqlstate or "").startswith(TRANSIENT_SQLSTATES)
     if isinstance(exc, DBAPIError):
         if exc.connection_invalidated:
             return True
@@ -69,6 +72,8 @@ def is_transient(exc: BaseException) -> bool:
 
 def is_statement_timeout(exc: BaseException) -> bool:
     """Whether ``exc`` says PostgreSQL cancelled a statement that ran past ``statement_timeout``."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return bool(exc.sqlstate == STATEMENT_TIMEOUT_SQLSTATE)
     return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) == STATEMENT_TIMEOUT_SQLSTATE
 
 

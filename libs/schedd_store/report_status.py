@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from schedd_store import statements as sql
+from schedd_store.direct import DirectConnection
 from schedd_store.reports import AttemptResult
 from schedd_store.sensors import recorded_state
 
@@ -26,7 +27,7 @@ class ReportStatus(enum.Enum):
 
 
 async def recorded_outcomes(
-    conn: AsyncConnection, results: Sequence[AttemptResult]
+    conn: AsyncConnection | DirectConnection, results: Sequence[AttemptResult]
 ) -> dict[str, tuple[str, bool]]:
     """The recorded state of each attempt, and whether the reporting worker holds it, by attempt id."""
     if not results:

@@ -8,8 +8,8 @@ names, and the store applies it only if that worker holds the attempt.
 
 Successor hand-offs (``schedd_store.handoffs``): a success whose attempt was claimed with a hand-off
 keeps one of its worker's credits (the worker sends one for the slot the attempt freed) while it
-is applied; the successor claimed in the same transaction is sent after the ack, and a credit kept
-for nothing goes back to the dispatcher.
+is applied; the successor claimed in the same transaction is sent just before the ack (both were
+stored by the same commit), and a credit kept for nothing goes back to the dispatcher.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from schedd_registry.sessions import WorkerSession
 from schedd_rpc import convert
 from schedd_store import dispatch
 from schedd_store.batching import Batcher
+from schedd_store.direct import DirectConnection
 from schedd_store.dispatch import AttemptResult, ReportStatus
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,9 @@ class ResultReports:
         successes that kept a credit for them."""
         handed: dict[int, Built] = {}
 
-        async def hand_off(conn: AsyncConnection, claimed: dict[int, ClaimedAttempt]) -> None:
+        async def hand_off(
+            conn: AsyncConnection | DirectConnection, claimed: dict[int, ClaimedAttempt]
+        ) -> None:
             handed.clear()  # a transaction tried again starts afresh
             handed.update(await self._dispatcher.builder.hand_off(conn, claimed))
 
@@ -99,13 +102,15 @@ class ResultReports:
             ReportStatus.NOT_HELD: f"attempt {quote(item.attempt_id)} is not held by worker "
             f"{quote(session.worker_id)}; result discarded",
         }.get(status, "")
-        session.send(
-            worker_pb2.RegistryMessage(
-                ack=worker_pb2.ReportAck(attempt=result.attempt, code=code.value[0], message=message)
-            )
+        ack = worker_pb2.RegistryMessage(
+            ack=worker_pb2.ReportAck(attempt=result.attempt, code=code.value[0], message=message)
         )
-        if item.hand_off:
-            await self._dispatcher.hand_off_done(session, applied.handed)
+        try:
+            if item.hand_off:
+                # The successor first: the worker waits for it; the ack only lets it forget the result.
+                await self._dispatcher.hand_off_done(session, applied.handed)
+        finally:
+            session.send(ack)
 
 
 def attempt_result(result: worker_pb2.TaskResult, session: WorkerSession) -> AttemptResult:

@@ -18,6 +18,7 @@ from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_store import channels, dags, dispatch, runs
 from schedd_store.claims import AssignmentClaims
+from schedd_store.direct import DirectConnection
 from schedd_store.dispatch import AttemptResult, ReportStatus
 from schedd_store.fence import raise_fence
 from schedd_store.notify import Listener
@@ -56,7 +57,7 @@ async def _succeed(
     handed: dict[int, ClaimedWork] = {}
     claims = AssignmentClaims(engine)
 
-    async def take(conn: AsyncConnection, claimed: dict[int, ClaimedAttempt]) -> None:
+    async def take(conn: AsyncConnection | DirectConnection, claimed: dict[int, ClaimedAttempt]) -> None:
         handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(
@@ -122,7 +123,7 @@ async def test_the_handed_off_assignment_carries_its_upstream_result(engine: Asy
     claims = AssignmentClaims(engine)
     handed: dict[int, ClaimedWork] = {}
 
-    async def take(conn: AsyncConnection, claimed: dict[int, ClaimedAttempt]) -> None:
+    async def take(conn: AsyncConnection | DirectConnection, claimed: dict[int, ClaimedAttempt]) -> None:
         handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(

@@ -1,0 +1,26 @@
+"""schedd_store.engine tells transient database failures from others, also as asyncpg raises them
+for statements run directly (``schedd_store.direct``)."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from schedd_store.engine import is_statement_timeout, is_transient
+
+
+def _error(kind: type[asyncpg.PostgresError]) -> asyncpg.PostgresError:
+    return kind(kind.__name__)
+
+
+def test_asyncpg_errors_that_say_try_again_are_transient() -> None:
+    assert is_transient(_error(asyncpg.DeadlockDetectedError))
+    assert is_transient(_error(asyncpg.SerializationError))
+    assert is_transient(_error(asyncpg.AdminShutdownError))
+    assert is_transient(asyncpg.ConnectionDoesNotExistError("closed"))
+
+
+def test_asyncpg_errors_that_say_the_request_is_wrong_are_not() -> None:
+    assert not is_transient(_error(asyncpg.UniqueViolationError))
+    assert not is_transient(_error(asyncpg.InvalidTextRepresentationError))
+    assert not is_statement_timeout(_error(asyncpg.UniqueViolationError))
+    assert is_statement_timeout(_error(asyncpg.QueryCanceledError))
