@@ -45,3 +45,30 @@ def test_a_chain_runs_link_after_link_through_hand_offs(cluster: RunningCluster,
         assert task["worker_id"] == upstream["worker_id"], task["task_id"]
         assert task["started_at"] >= upstream["ended_at"], task["task_id"]
     assert value(scrape(registry), "schedd_registry_handoffs_total") - before == LINKS - 1
+
+
+def test_a_chain_of_quiet_hand_offs_costs_the_leader_far_fewer_passes_than_links(
+    cluster: RunningCluster, tmp_path: Path
+) -> None:
+    # Each link's success is told on schedd_runs_handed_off: the leader looks at the run every
+    # HANDED_OFF_DELAY, not once per link (told on schedd_runs, it would pass about once per link).
+    links, dag = 30, "quiet_chain"
+
+    def passes() -> float:  # the leader's (a standby counts none)
+        return sum(
+            value(scrape(cluster.cluster.metrics[p.name]), "schedd_scheduler_passes_total")
+            for p in cluster.cluster.schedulers.values()
+        )
+
+    tasks = [{"task_id": "t0", "shell": {"command": "true"}}]
+    tasks += [
+        {"task_id": f"t{i}", "upstream": [f"t{i - 1}"], "shell": {"command": "true"}} for i in range(1, links)
+    ]
+    path = tmp_path / f"{dag}.json"
+    path.write_text(json.dumps({"dag_id": dag, "tasks": tasks}))
+    assert cluster.schedctl("dags", "register", str(path), "--unpause").returncode == 0
+    before = passes()
+    done = cluster.schedctl("runs", "trigger", dag, "--run-id", "r1", "--wait", "--wait-timeout", "120")
+    assert done.returncode == 0, done.stderr
+    during = passes() - before
+    assert during < links / 2, f"{during} passes for a chain of {links} links"
