@@ -71,6 +71,9 @@ class RunRecord:
     backfill_id: int | None = None
     #: The run ended because it was cancelled (its state is failed).
     cancelled: bool = False
+    #: In a summary read (``runs.get_run_summary``), instead of ``task_instances``: how many task
+    #: instances are in each state (a state with none left out).
+    task_state_counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

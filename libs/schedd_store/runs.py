@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -98,6 +98,17 @@ async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
             version = (await conn.execute(sql.GET_VERSION_SPECS, {"ids": [row.dag_version_id]})).one()
             tis = _in_task_order(tis, DagGraph.from_spec(parse_spec(version.spec)).order)
     return _run(row._mapping, tis)
+
+
+async def get_run_summary(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
+    """The run with how many of its task instances are in each state instead of the task instances:
+    two small reads, whatever the size of the run."""
+    async with engine.connect() as conn:
+        row = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
+        if row is None:
+            raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
+        counts = {c.state: c.n for c in await conn.execute(sql.COUNT_TASK_STATES, {"run_pk": row.id})}
+    return replace(_run(row._mapping, []), task_state_counts=counts)
 
 
 async def pinned_version(engine: AsyncEngine, dag_id: str, run_id: str) -> str:

@@ -37,10 +37,13 @@ class ApiClient:
         self.assets = assets_pb2_grpc.AssetServiceStub(self._channel)
         self.secrets = secrets_pb2_grpc.SecretsServiceStub(self._channel)
 
-    def watch_run(self, name: str, timeout: float | None) -> Iterator[pb.DagRun]:
-        """The run's states as ``WatchRun`` streams them (``timeout``: for the whole stream)."""
+    def watch_run(
+        self, name: str, timeout: float | None, view: api_pb2.RunView.ValueType = api_pb2.RUN_VIEW_FULL
+    ) -> Iterator[pb.DagRun]:
+        """The run's states as ``WatchRun`` streams them in ``view`` (``timeout``: for the whole
+        stream)."""
         yield from self.runs.WatchRun(
-            api_pb2.GetRunRequest(name=name), timeout=timeout, metadata=self._metadata
+            api_pb2.GetRunRequest(name=name, view=view), timeout=timeout, metadata=self._metadata
         )
 
     def watch_task_logs(self, request: api_pb2.GetTaskLogsRequest) -> Iterator[api_pb2.TaskLogs]:

@@ -212,11 +212,14 @@ def progress_line(run: pb.DagRun) -> str:
     for t in run.task_instances:
         name = state_name(pb.TaskState, t.state, "TASK_STATE_")
         counts[name] = counts.get(name, 0) + 1
+    for c in run.task_state_counts:  # a summary (RUN_VIEW_SUMMARY) has counts instead
+        name = state_name(pb.TaskState, c.state, "TASK_STATE_")
+        counts[name] = counts.get(name, 0) + c.count
     done = sum(counts.get(s, 0) for s in ("success", "failed", "skipped", "upstream_failed"))
     state = run_state(run)
     failed = counts.get("failed", 0) + counts.get("upstream_failed", 0)
     return (
-        f"{run.name}: {state}, {done} of {len(run.task_instances)} task instances done "
+        f"{run.name}: {state}, {done} of {sum(counts.values())} task instances done "
         f"({counts.get('running', 0)} running, {failed} failed)"
     )
 

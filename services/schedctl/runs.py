@@ -124,11 +124,12 @@ def runs_trigger(
 
 
 def _wait_for(name: str, timeout: float) -> pb.DagRun:
-    """Follow the run (``WatchRun``) until it ends; a line per change on standard error."""
+    """Follow the run (``WatchRun``, its summary: what that costs does not grow with the run) until it
+    ends, a line per change on standard error; then read it whole, once."""
     last = ""
     final: pb.DagRun | None = None
     try:
-        for run in state.client.watch_run(name, timeout):
+        for run in state.client.watch_run(name, timeout, view=api_pb2.RUN_VIEW_SUMMARY):
             final = run
             line = output.progress_line(run)
             if line != last:
@@ -140,7 +141,9 @@ def _wait_for(name: str, timeout: float) -> pb.DagRun:
         report(exc)
     if final is None or final.state not in (pb.RUN_STATE_SUCCESS, pb.RUN_STATE_FAILED):
         fail(EXIT_UNAVAILABLE, f"the api stopped following {name} before it ended")
-    return final
+    whole = call(state.client.runs.GetRun, api_pb2.GetRunRequest(name=final.name))
+    assert isinstance(whole, pb.DagRun)
+    return whole
 
 
 @runs_app.command("get")

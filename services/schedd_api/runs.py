@@ -1,15 +1,19 @@
-"""Triggering runs: the api records the intent; the scheduler materialises and schedules it."""
+"""Triggering runs (the api records the intent; the scheduler materialises and schedules it), and
+reading one in the view a request asks for."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from google.protobuf.message import DecodeError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd.v1 import api_pb2
 from schedd_core.clock import Clock
+from schedd_core.errors import InvalidArgument
 from schedd_core.limits import check_conf_bytes
 from schedd_core.params import check_run_params
 from schedd_core.request_key import RequestKey
@@ -59,3 +63,12 @@ async def trigger(
         request=request,
         trace_context=tracing.traceparent() if tracing.enabled() else "",
     )
+
+
+def run_reader(view: int) -> Callable[[AsyncEngine, str, str], Awaitable[RunRecord]]:
+    """How a run is read in ``view`` (``RunView``); InvalidArgument for a view there is none of."""
+    if view in (api_pb2.RUN_VIEW_UNSPECIFIED, api_pb2.RUN_VIEW_FULL):
+        return runs.get_run
+    if view == api_pb2.RUN_VIEW_SUMMARY:
+        return runs.get_run_summary
+    raise InvalidArgument("view", f"must be one of RUN_VIEW_FULL and RUN_VIEW_SUMMARY, not {view}")

@@ -169,9 +169,9 @@ class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
         return translate.run(record)
 
     async def GetRun(self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.DagRun:
+        read = runs.run_reader(request.view)
         dag_id, run_id = await self._run_name(request.name)
-        record = await run_store.get_run(self._engine, dag_id, run_id)
-        message = translate.run(record)
+        message = translate.run(await read(self._engine, dag_id, run_id))
         deadline, missed = await deadline_misses.run_deadline(self._engine, dag_id, run_id)
         if deadline is not None:
             message.deadline_time.FromDatetime(deadline)
@@ -192,13 +192,14 @@ class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
     async def WatchRun(
         self, request: api_pb2.GetRunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.DagRun]:
+        read_record = runs.run_reader(request.view)
         dag_id, run_id = await self._run_name(request.name)
-        first = await run_store.get_run(self._engine, dag_id, run_id)
+        first = await run_store.get_run_summary(self._engine, dag_id, run_id)
 
         async def read() -> pb.DagRun:
-            return translate.run(await run_store.get_run(self._engine, dag_id, run_id))
+            return translate.run(await read_record(self._engine, dag_id, run_id))
 
-        async for run in self._watchers.follow(first.pk, read):
+        async for run in self._watchers.follow(first.pk, read, request.view):
             yield run
 
     async def GetTaskLogs(

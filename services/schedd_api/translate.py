@@ -66,6 +66,10 @@ def run(record: RunRecord) -> pb.DagRun:
         task_instances=[task_instance(record, t) for t in record.task_instances],
         error=record.error or "",
         cancelled=record.cancelled,
+        task_state_counts=[
+            pb.TaskStateCount(state=pb.TaskState.Value("TASK_STATE_" + state.upper()), count=n)
+            for state, n in sorted(record.task_state_counts.items())
+        ],
     )
     if record.data_interval_start is not None and record.data_interval_end is not None:
         message.data_interval.CopyFrom(interval(record.data_interval_start, record.data_interval_end))

@@ -9,6 +9,7 @@ from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from schedd.v1 import resources_pb2 as _resources_pb2
 import builtins as _builtins
 import sys
@@ -20,6 +21,36 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _RunView:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RunViewEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RunView.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RUN_VIEW_UNSPECIFIED: _RunView.ValueType  # 0
+    """treated as FULL"""
+    RUN_VIEW_FULL: _RunView.ValueType  # 1
+    """The run with every task instance."""
+    RUN_VIEW_SUMMARY: _RunView.ValueType  # 2
+    """The run with how many of its task instances are in each state (`task_state_counts`) instead of
+    the task instances: what following a large run to its end needs, at a cost that does not grow
+    with the run.
+    """
+
+class RunView(_RunView, metaclass=_RunViewEnumTypeWrapper):
+    """How much of a run GetRun and WatchRun return."""
+
+RUN_VIEW_UNSPECIFIED: RunView.ValueType  # 0
+"""treated as FULL"""
+RUN_VIEW_FULL: RunView.ValueType  # 1
+"""The run with every task instance."""
+RUN_VIEW_SUMMARY: RunView.ValueType  # 2
+"""The run with how many of its task instances are in each state (`task_state_counts`) instead of
+the task instances: what following a large run to its end needs, at a cost that does not grow
+with the run.
+"""
+Global___RunView: _TypeAlias = RunView  # noqa: Y015
 
 @_typing.final
 class UploadBundleRequest(_message.Message):
@@ -1437,16 +1468,20 @@ class GetRunRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
+    VIEW_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
+    view: Global___RunView.ValueType
+    """How much of the run to return (unspecified: FULL)."""
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
+        view: Global___RunView.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1327,6 +1327,7 @@ class DagRun(_message.Message):
     CANCELLED_FIELD_NUMBER: _builtins.int
     DEADLINE_TIME_FIELD_NUMBER: _builtins.int
     DEADLINE_MISSED_TIME_FIELD_NUMBER: _builtins.int
+    TASK_STATE_COUNTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """`dags/{dag_id}/runs/{run_id}`"""
     dag_id: _builtins.str
@@ -1369,6 +1370,12 @@ class DagRun(_message.Message):
     def deadline_missed_time(self) -> _timestamp_pb2.Timestamp:
         """When the leader recorded that the run missed its deadline; unset while it has not."""
 
+    @_builtins.property
+    def task_state_counts(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskStateCount]:
+        """In RUN_VIEW_SUMMARY (task_instances empty): how many task instances are in each state, a state
+        with none left out.
+        """
+
     def __init__(
         self,
         *,
@@ -1390,14 +1397,37 @@ class DagRun(_message.Message):
         cancelled: _builtins.bool = ...,
         deadline_time: _timestamp_pb2.Timestamp | None = ...,
         deadline_missed_time: _timestamp_pb2.Timestamp | None = ...,
+        task_state_counts: _abc.Iterable[Global___TaskStateCount] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conf", b"conf", "create_time", b"create_time", "data_interval", b"data_interval", "deadline_missed_time", b"deadline_missed_time", "deadline_time", b"deadline_time", "end_time", b"end_time", "logical_date", b"logical_date", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "cancelled", b"cancelled", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "data_interval", b"data_interval", "deadline_missed_time", b"deadline_missed_time", "deadline_time", b"deadline_time", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backfill", b"backfill", "cancelled", b"cancelled", "conf", b"conf", "create_time", b"create_time", "dag_id", b"dag_id", "dag_version", b"dag_version", "data_interval", b"data_interval", "deadline_missed_time", b"deadline_missed_time", "deadline_time", b"deadline_time", "end_time", b"end_time", "error", b"error", "logical_date", b"logical_date", "name", b"name", "run_id", b"run_id", "run_type", b"run_type", "start_time", b"start_time", "state", b"state", "task_instances", b"task_instances", "task_state_counts", b"task_state_counts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DagRun: _TypeAlias = DagRun  # noqa: Y015
+
+@_typing.final
+class TaskStateCount(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    state: Global___TaskState.ValueType
+    count: _builtins.int
+    def __init__(
+        self,
+        *,
+        state: Global___TaskState.ValueType = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskStateCount: _TypeAlias = TaskStateCount  # noqa: Y015
 
 @_typing.final
 class BackfillProgress(_message.Message):

@@ -207,6 +207,7 @@ from schedd_store.statements.retention import (
     PURGE_REQUESTS as PURGE_REQUESTS,
 )
 from schedd_store.statements.runs import (
+    COUNT_TASK_STATES as COUNT_TASK_STATES,
     GET_RUN as GET_RUN,
     GET_TASK_RESULT as GET_TASK_RESULT,
     INSERT_RUN as INSERT_RUN,

@@ -82,6 +82,11 @@ LIST_TASK_INSTANCES = _sql(
     "WHERE ti.run_pk = :run_pk ORDER BY ti.id"
 )
 
+#: How many of a run's task instances are in each state (a summary read: one index range, no rows out).
+COUNT_TASK_STATES = _sql(
+    "SELECT state, count(*) AS n FROM task_instances WHERE run_pk = :run_pk GROUP BY state"
+)
+
 #: What a run holds of one task, to say why a key names none of its task instances: whether the run
 #: exists (no row: it does not), its spec, and the task's placeholder state (NULL: none) and how many
 #: mapped instances it has.
