@@ -7,7 +7,7 @@ stream. Every result is applied as the report of the stream's worker, never of a
 names, and the store applies it only if that worker holds the attempt.
 
 Successor hand-offs (``schedd_store.handoffs``): a success whose attempt was claimed with a hand-off
-keeps one of its worker's credits (the worker sends one for the slot the attempt freed) while it
+keeps one of its worker's credits (the result carries one for the slot the attempt freed) while it
 is applied; the successor claimed in the same transaction is sent just before the ack (both were
 stored by the same commit), and a credit kept for nothing goes back to the dispatcher.
 """

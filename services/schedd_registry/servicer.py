@@ -198,6 +198,8 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             if kind == "credit":
                 self._dispatcher.grant(session, message.credit.slots)
             elif kind == "result":
+                if message.result.credit > 0:  # granted first: a hand-off may keep it
+                    self._dispatcher.grant(session, message.result.credit)
                 spawn(self.reports.report(message.result, session))
             elif kind == "log" and len(message.log.data) <= MAX_LOG_CHUNK_BYTES:
                 chunk = message.log

@@ -35,8 +35,8 @@ class WorkerSession:
 
     def keep_for_hand_off(self, attempt_id: str) -> bool:
         """Whether to keep a credit for the hand-off of ``attempt_id``, which just ended: it had one
-        when claimed, and the worker has a credit to keep (it sends one for the slot the attempt
-        freed) and is not draining. A kept credit is spent on the successor or given back
+        when claimed, and the worker has a credit to keep (its result carries one for the slot the
+        attempt freed) and is not draining. A kept credit is spent on the successor or given back
         (``Dispatcher.hand_off_done``)."""
         if attempt_id not in self.hands_off:
             return False

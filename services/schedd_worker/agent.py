@@ -371,12 +371,13 @@ class WorkerAgent:
         elif outcome.skipped and not outcome.abandoned:
             result.outcome = worker_pb2.TASK_OUTCOME_SKIPPED
         self._unacked[attempt.attempt_id] = result
-        self._send(worker_pb2.WorkerMessage(result=result))
+        message = worker_pb2.WorkerMessage(result=result)  # a copy: what is kept to resend has no credit
+        if not self.draining:
+            message.result.credit = 1  # the slot it held goes with the result
+        self._send(message)
         self.completed += 1
         self.metrics.ended(outcome)
         self._spans.ended(assignment, outcome)
-        if not self.draining:
-            self._send(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=1)))
 
 
 def _text(value: str) -> str:

@@ -314,6 +314,7 @@ class TaskResult(_message.Message):
     DAG_ID_FIELD_NUMBER: _builtins.int
     NO_RETRY_FIELD_NUMBER: _builtins.int
     RESCHEDULE_TIME_FIELD_NUMBER: _builtins.int
+    CREDIT_FIELD_NUMBER: _builtins.int
     outcome: Global___TaskOutcome.ValueType
     exit_code: _builtins.int
     error: _builtins.str
@@ -324,6 +325,11 @@ class TaskResult(_message.Message):
     no_retry: _builtins.bool
     """A failed attempt that running again cannot fix (its module does not import, its function is
     missing): the task fails without its remaining retries.
+    """
+    credit: _builtins.int
+    """Slots this result also frees for new work, as a Credit sent with it would (one message per
+    finished task instead of two): 1 for the slot the attempt held, 0 while the worker drains and
+    when the result is sent again on a new stream (its hello's credit counts that slot).
     """
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
@@ -348,10 +354,11 @@ class TaskResult(_message.Message):
         dag_id: _builtins.str = ...,
         no_retry: _builtins.bool = ...,
         reschedule_time: _timestamp_pb2.Timestamp | None = ...,
+        credit: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "end_time", b"end_time", "reschedule_time", b"reschedule_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "dag_id", b"dag_id", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "no_retry", b"no_retry", "outcome", b"outcome", "reschedule_time", b"reschedule_time", "result_json", b"result_json", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "credit", b"credit", "dag_id", b"dag_id", "end_time", b"end_time", "error", b"error", "exit_code", b"exit_code", "no_retry", b"no_retry", "outcome", b"outcome", "reschedule_time", b"reschedule_time", "result_json", b"result_json", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

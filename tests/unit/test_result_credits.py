@@ -1,0 +1,76 @@
+"""A finished task's slot travels with its result (``TaskResult.credit``): one message per task, the
+credit granted before the result is applied (a hand-off may keep it), and never again when the
+result is sent a second time on a new stream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from schedd.v1 import worker_pb2
+from schedd_core.clock import FakeClock
+from schedd_registry.config import RegistryConfig
+from schedd_registry.dispatcher import Dispatcher
+from schedd_registry.servicer import WorkerRegistryServicer
+from schedd_registry.sessions import WorkerSession
+from schedd_worker.agent import WorkerAgent
+from schedd_worker.config import WorkerConfig
+
+ATTEMPT = worker_pb2.AttemptRef(task_instance_id=1, attempt_id="a", try_number=1)
+
+
+def _finish(tmp_path: Path, *, draining: bool) -> tuple[list[worker_pb2.WorkerMessage], WorkerAgent]:
+    config = WorkerConfig(
+        registries=("127.0.0.1:1",), worker_id="w", hostname="h", incarnation="i",
+        bundle_cache_dir=str(tmp_path / "bundles"),
+    )  # fmt: skip
+
+    async def finish() -> tuple[list[worker_pb2.WorkerMessage], WorkerAgent]:
+        agent = WorkerAgent(config, clock=FakeClock())
+        outgoing: asyncio.Queue[worker_pb2.WorkerMessage] = asyncio.Queue()
+        agent._outgoing = outgoing
+        agent.draining = draining
+        # never heard by its registry lately: the worker hands the assignment straight back
+        agent._handle(
+            worker_pb2.RegistryMessage(assignment=worker_pb2.Assignment(task_id="t", attempt=ATTEMPT))
+        )
+        return [outgoing.get_nowait() for _ in range(outgoing.qsize())], agent
+
+    return asyncio.run(finish())
+
+
+def test_the_result_carries_the_slot_it_freed_and_no_separate_credit_is_sent(tmp_path: Path) -> None:
+    sent, agent = _finish(tmp_path, draining=False)
+    assert [m.WhichOneof("message") for m in sent] == ["log", "result"]
+    assert sent[-1].result.credit == 1
+    assert agent._unacked["a"].credit == 0, "the result sent again on a new stream frees nothing more"
+
+
+def test_a_draining_worker_frees_no_slot(tmp_path: Path) -> None:
+    sent, _ = _finish(tmp_path, draining=True)
+    assert sent[-1].result.credit == 0
+
+
+def test_the_registry_grants_the_credit_before_applying_the_result() -> None:
+    clock = FakeClock()
+    dispatcher = Dispatcher(None, None, claim_batch=10, clock=clock)  # type: ignore[arg-type]
+    servicer = WorkerRegistryServicer(
+        None,  # type: ignore[arg-type]
+        dispatcher,
+        RegistryConfig(database_url="", identity="r"),
+        clock=clock,
+    )
+    session = WorkerSession(worker_id="w", queues=("default",), capacity=4, credits=1)
+    seen: list[int] = []
+
+    async def report(_result: worker_pb2.TaskResult, reporting: WorkerSession) -> None:
+        seen.append(reporting.credits)
+
+    servicer.reports.report = report  # type: ignore[method-assign, assignment]
+
+    async def messages() -> AsyncIterator[worker_pb2.WorkerMessage]:
+        yield worker_pb2.WorkerMessage(result=worker_pb2.TaskResult(attempt=ATTEMPT, credit=1))
+
+    asyncio.run(servicer._read(messages(), session))
+    assert seen == [2]
