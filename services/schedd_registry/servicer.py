@@ -35,7 +35,7 @@ from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.results import ResultReports
 from schedd_registry.sessions import WorkerSession
-from schedd_rpc import convert
+from schedd_rpc import convert, stream_batches
 from schedd_store import dispatch, tokens
 from schedd_store.batching import Batcher
 from schedd_store.dispatch import AttemptRef, LogChunk
@@ -144,7 +144,9 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                 getter = asyncio.ensure_future(session.outbox.get())
                 done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
-                    yield getter.result()
+                    # acks ready together (a batch of results applied at once) go as one message
+                    for message in stream_batches.drain(getter.result(), session.outbox, "ack", _acks):
+                        yield message
                     continue
                 getter.cancel()
                 if not reader.cancelled() and isinstance(reader.exception(), InvalidArgument):
@@ -197,10 +199,12 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             kind = message.WhichOneof("message")
             if kind == "credit":
                 self._dispatcher.grant(session, message.credit.slots)
-            elif kind == "result":
-                if message.result.credit > 0:  # granted first: a hand-off may keep it
-                    self._dispatcher.grant(session, message.result.credit)
-                spawn(self.reports.report(message.result, session))
+            elif kind in ("result", "results"):
+                results = [message.result] if kind == "result" else message.results.results
+                for result in results:
+                    if result.credit > 0:  # granted first: a hand-off may keep it
+                        self._dispatcher.grant(session, result.credit)
+                    spawn(self.reports.report(result, session))
             elif kind == "log" and len(message.log.data) <= MAX_LOG_CHUNK_BYTES:
                 chunk = message.log
                 spawn(
@@ -303,3 +307,7 @@ def _validate_hello(message: worker_pb2.WorkerMessage, windows: AttemptWindows) 
     for i, queue in enumerate(hello.queues):
         check_id(f"hello.queues[{i}]", queue)
     return hello
+
+
+def _acks(acks: Sequence[worker_pb2.ReportAck]) -> worker_pb2.RegistryMessage:
+    return worker_pb2.RegistryMessage(acks=worker_pb2.ReportAcks(acks=acks))

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from datetime import UTC
 
 import grpc
@@ -38,7 +38,7 @@ from schedd_exec.attempt_log import AttemptLogs, LogText
 from schedd_exec.bundle_cache import BundleCache
 from schedd_exec.executor import AttemptExecutor
 from schedd_exec.outcome import Outcome
-from schedd_rpc import convert
+from schedd_rpc import convert, stream_batches
 from schedd_rpc.tls import token_metadata
 from schedd_worker.attempt_spans import AttemptSpans
 from schedd_worker.bundle_fetch import RegistryBundleFetcher
@@ -227,7 +227,9 @@ class WorkerAgent:
 
         async def requests() -> AsyncIterator[worker_pb2.WorkerMessage]:
             while True:
-                yield await outgoing.get()
+                # results ready together (a fan-out's tasks ending at once) go as one message
+                for message in stream_batches.drain(await outgoing.get(), outgoing, "result", _results):
+                    yield message
 
         call = stub.Connect(requests(), metadata=token_metadata(cfg.token))
         heartbeats = asyncio.create_task(self._heartbeats(), name="heartbeats")
@@ -285,15 +287,14 @@ class WorkerAgent:
         elif kind == "heartbeat_ack":
             self.permit.acknowledged(message.heartbeat_ack.sequence)
             self.fence.poke()
-        elif kind == "ack":
-            self._unacked.pop(message.ack.attempt.attempt_id, None)
+        elif kind in ("ack", "acks"):
+            for ack in [message.ack] if kind == "ack" else message.acks.acks:
+                self._unacked.pop(ack.attempt.attempt_id, None)
+                if ack.code != grpc.StatusCode.OK.value[0]:
+                    log.warning(
+                        "registry rejected the result of attempt %s: %s", ack.attempt.attempt_id, ack.message
+                    )
             self._acked.set()
-            if message.ack.code != grpc.StatusCode.OK.value[0]:
-                log.warning(
-                    "registry rejected the result of attempt %s: %s",
-                    message.ack.attempt.attempt_id,
-                    message.ack.message,
-                )
         elif kind == "cancel":
             for attempt in message.cancel.attempts:
                 if self.executor.cancel(attempt.attempt_id):
@@ -378,6 +379,10 @@ class WorkerAgent:
         self.completed += 1
         self.metrics.ended(outcome)
         self._spans.ended(assignment, outcome)
+
+
+def _results(results: Sequence[worker_pb2.TaskResult]) -> worker_pb2.WorkerMessage:
+    return worker_pb2.WorkerMessage(results=worker_pb2.TaskResults(results=results))
 
 
 def _text(value: str) -> str:

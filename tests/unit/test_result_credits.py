@@ -71,6 +71,19 @@ def test_the_registry_grants_the_credit_before_applying_the_result() -> None:
 
     async def messages() -> AsyncIterator[worker_pb2.WorkerMessage]:
         yield worker_pb2.WorkerMessage(result=worker_pb2.TaskResult(attempt=ATTEMPT, credit=1))
+        yield worker_pb2.WorkerMessage(result=worker_pb2.TaskResult(attempt=ATTEMPT))  # a resent one
+        # results that were ready together: each as if sent alone
+        together = [worker_pb2.TaskResult(attempt=ATTEMPT, credit=1) for _ in range(2)]
+        yield worker_pb2.WorkerMessage(results=worker_pb2.TaskResults(results=together))
 
     asyncio.run(servicer._read(messages(), session))
-    assert seen == [2]
+    # four reports, each run once the credits that came with the results were granted
+    assert seen == [4, 4, 4, 4]
+
+
+def test_acks_that_came_together_each_let_the_worker_forget_its_result(tmp_path: Path) -> None:
+    _, agent = _finish(tmp_path, draining=False)
+    agent._unacked["b"] = worker_pb2.TaskResult()
+    acks = [worker_pb2.ReportAck(attempt=worker_pb2.AttemptRef(attempt_id=a)) for a in ("a", "b")]
+    agent._handle(worker_pb2.RegistryMessage(acks=worker_pb2.ReportAcks(acks=acks)))
+    assert agent._unacked == {}

@@ -447,6 +447,7 @@ class WorkerMessage(_message.Message):
     LOG_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
     CALLBACK_DONE_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___WorkerHello: ...
     @_builtins.property
@@ -461,6 +462,10 @@ class WorkerMessage(_message.Message):
     def draining(self) -> Global___Draining: ...
     @_builtins.property
     def callback_done(self) -> Global___CallbackDone: ...
+    @_builtins.property
+    def results(self) -> Global___TaskResults:
+        """Results that were ready together, each handled as if sent alone, in order."""
+
     def __init__(
         self,
         *,
@@ -471,16 +476,37 @@ class WorkerMessage(_message.Message):
         log: Global___LogChunk | None = ...,
         draining: Global___Draining | None = ...,
         callback_done: Global___CallbackDone | None = ...,
+        results: Global___TaskResults | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["callback_done", b"callback_done", "credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["callback_done", b"callback_done", "credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result", "results", b"results"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_done", b"callback_done", "credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["callback_done", b"callback_done", "credit", b"credit", "draining", b"draining", "heartbeat", b"heartbeat", "hello", b"hello", "log", b"log", "message", b"message", "result", b"result", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "credit", "heartbeat", "result", "log", "draining", "callback_done"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["hello", "credit", "heartbeat", "result", "log", "draining", "callback_done", "results"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
 Global___WorkerMessage: _TypeAlias = WorkerMessage  # noqa: Y015
+
+@_typing.final
+class TaskResults(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskResult]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___TaskResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaskResults: _TypeAlias = TaskResults  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):
@@ -838,6 +864,7 @@ class RegistryMessage(_message.Message):
     RUN_CALLBACK_FIELD_NUMBER: _builtins.int
     ASSIGNMENTS_FIELD_NUMBER: _builtins.int
     HEARTBEAT_ACK_FIELD_NUMBER: _builtins.int
+    ACKS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -854,6 +881,10 @@ class RegistryMessage(_message.Message):
     def assignments(self) -> Global___AssignmentBatch: ...
     @_builtins.property
     def heartbeat_ack(self) -> Global___HeartbeatAck: ...
+    @_builtins.property
+    def acks(self) -> Global___ReportAcks:
+        """Acks that were ready together, each handled as if sent alone, in order."""
+
     def __init__(
         self,
         *,
@@ -865,13 +896,34 @@ class RegistryMessage(_message.Message):
         run_callback: Global___RunCallback | None = ...,
         assignments: Global___AssignmentBatch | None = ...,
         heartbeat_ack: Global___HeartbeatAck | None = ...,
+        acks: Global___ReportAcks | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "heartbeat_ack", b"heartbeat_ack", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "heartbeat_ack", b"heartbeat_ack", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "heartbeat_ack", b"heartbeat_ack", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "acks", b"acks", "assignment", b"assignment", "assignments", b"assignments", "cancel", b"cancel", "drain", b"drain", "heartbeat_ack", b"heartbeat_ack", "message", b"message", "run_callback", b"run_callback", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain", "run_callback", "assignments", "heartbeat_ack"]  # noqa: Y015
+    _WhichOneofReturnType_message: _TypeAlias = _typing.Literal["welcome", "assignment", "ack", "cancel", "drain", "run_callback", "assignments", "heartbeat_ack", "acks"]  # noqa: Y015
     _WhichOneofArgType_message: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_message) -> _WhichOneofReturnType_message | None: ...
 
 Global___RegistryMessage: _TypeAlias = RegistryMessage  # noqa: Y015
+
+@_typing.final
+class ReportAcks(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def acks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReportAck]: ...
+    def __init__(
+        self,
+        *,
+        acks: _abc.Iterable[Global___ReportAck] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["acks", b"acks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportAcks: _TypeAlias = ReportAcks  # noqa: Y015
