@@ -15,7 +15,8 @@ from selenium.webdriver.support.ui import Select
 
 from schedd.v1 import api_pb2, api_pb2_grpc
 from schedd_rpc.tls import token_metadata
-from tests.web.browsing import click_to_load, shot, sign_in, text_of, wait
+from tests.polling import wait_until
+from tests.web.browsing import WAIT_SECONDS, click_to_load, shot, sign_in, text_of, wait
 from tests.web.conftest import RPC_TIMEOUT, WebStack
 from tests.web.test_browser_security import NoRedirects
 
@@ -88,7 +89,13 @@ def test_an_admin_drains_a_worker_and_creates_resizes_and_deletes_a_pool(
     assert "finishes the" in text_of(driver, "confirm-text")
     click_to_load(driver, By.ID, "confirm")
     assert text_of(driver, "done") == "Asked web-drained to drain."
-    assert worker_state(driver, "web-drained") in ("draining", "gone")
+
+    # The worker hears of it through its registry and says it drains: the page shows that once it has.
+    def shows_draining() -> bool:
+        driver.get(f"{web_stack.url}/cluster")
+        return worker_state(driver, "web-drained") in ("draining", "gone")
+
+    wait_until("the cluster page shows web-drained draining", shows_draining, WAIT_SECONDS)
     assert worker_state(driver, "worker-1") == "active"
 
     click_to_load(driver, By.ID, "new-pool")

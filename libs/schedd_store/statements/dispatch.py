@@ -7,10 +7,10 @@ from schedd_store.statements.claimed import _CLAIM_TAIL
 from schedd_store.statements.guards import _guarded, _sql
 from schedd_store.statements.handoffs import (
     _HAND_OFF,
+    _HAND_OFF_MOVES,
+    _HAND_OFF_VIA,
     _HANDED_OFF_COLUMNS,
     _HANDED_OFF_JOINS,
-    HAND_OFF_MOVES,
-    HAND_OFF_VIA,
 )
 
 # --- dispatch (registry) ---------------------------------------------------------------------------
@@ -88,10 +88,10 @@ APPLY_RESULTS = _guarded(
     "EXISTS (SELECT 1 FROM dag_runs ar JOIN dag_asset_refs ref ON ref.version_id = ar.dag_version_id "
     "  WHERE ar.id = a.run_pk AND ref.role = 'outlet' AND ref.task_id = a.task_id) AS has_outlets, "
     f"{_HANDED_OFF_COLUMNS} FROM applied a {_HANDED_OFF_JOINS}",
-    via=HAND_OFF_VIA,
+    via=_HAND_OFF_VIA,
     ti=({TaskState.RUNNING}, {TaskState.SUCCESS, TaskState.FAILED, TaskState.UP_FOR_RETRY}),
     attempt=({AttemptState.RUNNING}, {AttemptState.SUCCESS, AttemptState.FAILED}),
-    **HAND_OFF_MOVES,
+    **_HAND_OFF_MOVES,
 )
 
 #: The recorded outcome of attempts (the whole attempt: id and try number), and whether the reporting

@@ -85,8 +85,8 @@ _HAND_OFF = (
     f"), {_RECORD_ATTEMPTS}"
 )
 #: The moves of :data:`_HAND_OFF`, for ``_guarded``.
-HAND_OFF_MOVES = {"ti_handoff": ({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.RUNNING})}
-HAND_OFF_VIA = {"ti_handoff": TaskState.QUEUED}
+_HAND_OFF_MOVES = {"ti_handoff": ({TaskState.NONE, TaskState.SCHEDULED}, {TaskState.RUNNING})}
+_HAND_OFF_VIA = {"ti_handoff": TaskState.QUEUED}
 #: What ``APPLY_RESULTS`` returns of each result's hand-off (its applied row ``a``, the started task
 #: instance ``c`` and its run ``hr``; NULL columns when nothing was handed off), prefixed ``handed_``,
 #: and the notification that tells the leader of both: on ``schedd_runs_handed_off`` for a quiet
