@@ -18,18 +18,27 @@ DAG = "handoff_chain"
 LINKS = 5
 
 
+def _register_chain(cluster: RunningCluster, tmp_path: Path, dag: str, links: int) -> None:
+    """A chain of ``links`` shell tasks, registered unpaused."""
+    tasks = [{"task_id": "t0", "shell": {"command": "true"}}]
+    tasks += [
+        {"task_id": f"t{i}", "upstream": [f"t{i - 1}"], "shell": {"command": "true"}} for i in range(1, links)
+    ]
+    path = tmp_path / f"{dag}.json"
+    path.write_text(json.dumps({"dag_id": dag, "tasks": tasks}))
+    assert cluster.schedctl("dags", "register", str(path), "--unpause").returncode == 0
+
+
+def _run(cluster: RunningCluster, dag: str) -> None:
+    done = cluster.schedctl("runs", "trigger", dag, "--run-id", "r1", "--wait", "--wait-timeout", "120")
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_chain_runs_link_after_link_through_hand_offs(cluster: RunningCluster, tmp_path: Path) -> None:
     registry = cluster.cluster.metrics["registry"]
     before = value(scrape(registry), "schedd_registry_handoffs_total")
-    tasks = [{"task_id": "t0", "shell": {"command": "true"}}]
-    tasks += [
-        {"task_id": f"t{i}", "upstream": [f"t{i - 1}"], "shell": {"command": "true"}} for i in range(1, LINKS)
-    ]
-    path = tmp_path / f"{DAG}.json"
-    path.write_text(json.dumps({"dag_id": DAG, "tasks": tasks}))
-    assert cluster.schedctl("dags", "register", str(path), "--unpause").returncode == 0
-    done = cluster.schedctl("runs", "trigger", DAG, "--run-id", "r1", "--wait", "--wait-timeout", "120")
-    assert done.returncode == 0, done.stderr
+    _register_chain(cluster, tmp_path, DAG, LINKS)
+    _run(cluster, DAG)
     rows = cluster.cluster.fetch(
         "SELECT ti.task_id, ti.queued_at, ti.claimed_at, ti.worker_id, a.started_at, a.ended_at "
         "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
@@ -60,15 +69,8 @@ def test_a_chain_of_quiet_hand_offs_costs_the_leader_far_fewer_passes_than_links
             for p in cluster.cluster.schedulers.values()
         )
 
-    tasks = [{"task_id": "t0", "shell": {"command": "true"}}]
-    tasks += [
-        {"task_id": f"t{i}", "upstream": [f"t{i - 1}"], "shell": {"command": "true"}} for i in range(1, links)
-    ]
-    path = tmp_path / f"{dag}.json"
-    path.write_text(json.dumps({"dag_id": dag, "tasks": tasks}))
-    assert cluster.schedctl("dags", "register", str(path), "--unpause").returncode == 0
+    _register_chain(cluster, tmp_path, dag, links)
     before = passes()
-    done = cluster.schedctl("runs", "trigger", dag, "--run-id", "r1", "--wait", "--wait-timeout", "120")
-    assert done.returncode == 0, done.stderr
+    _run(cluster, dag)
     during = passes() - before
     assert during < links / 2, f"{during} passes for a chain of {links} links"
