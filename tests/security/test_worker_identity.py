@@ -120,12 +120,20 @@ def _result(attempt: dict[str, Any], outcome: worker_pb2.TaskOutcome.ValueType) 
     return {"result": result}
 
 
+def _batched(single: dict[str, Any]) -> dict[str, Any]:
+    result = single["result"]
+    result.credit = 1
+    return {"results": worker_pb2.TaskResults(results=[result])}
+
+
 REPORTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "succeeded": lambda a: _result(a, worker_pb2.TASK_OUTCOME_SUCCEEDED),
     "failed": lambda a: _result(a, worker_pb2.TASK_OUTCOME_FAILED),
     "handed_back": lambda a: _result(a, worker_pb2.TASK_OUTCOME_ABANDONED),
     "rescheduled": lambda a: _result(a, worker_pb2.TASK_OUTCOME_RESCHEDULED),
     "skipped": lambda a: _result(a, worker_pb2.TASK_OUTCOME_SKIPPED),
+    # results sent together (TaskResults), carrying a credit: each is checked as if sent alone
+    "succeeded_in_a_batch": lambda a: _batched(_result(a, worker_pb2.TASK_OUTCOME_SUCCEEDED)),
 }
 
 
