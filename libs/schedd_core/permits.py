@@ -36,6 +36,9 @@ from schedd_core.clock import Clock
 #: Seconds added to every window for clock-rate differences and message latency.
 FENCE_MARGIN = 0.5
 
+#: Seconds between the heartbeats of a worker that holds no attempt, unless the silence limit is short.
+IDLE_HEARTBEAT_INTERVAL = 10.0
+
 _NEVER = float("-inf")
 
 
@@ -43,18 +46,34 @@ _NEVER = float("-inf")
 class AttemptWindows:
     """The timing a registry grants its workers, in seconds.
 
-    ``0 < heartbeat_interval < ack_window`` and ``ack_window + FENCE_MARGIN < silence_limit``.
+    ``0 < heartbeat_interval < ack_window``, ``ack_window + FENCE_MARGIN < silence_limit`` and
+    ``heartbeat_interval <= idle_heartbeat_interval <= max(heartbeat_interval, silence_limit / 2)``:
+    a worker that holds no attempt heartbeats every ``idle_heartbeat_interval``
+    (``schedd_worker.heartbeats``), twice within the silence limit, so its row never looks
+    abandoned to a second incarnation.
     """
 
     heartbeat_interval: float = 1.0
     ack_window: float = 3.0
     silence_limit: float = 30.0
+    #: 0: the default for the other three (:meth:`idle_interval_for`).
+    idle_heartbeat_interval: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.idle_heartbeat_interval == 0:
+            idle = self.idle_interval_for(self.heartbeat_interval, self.silence_limit)
+            object.__setattr__(self, "idle_heartbeat_interval", idle)
         if not 0 < self.heartbeat_interval < self.ack_window:
             raise ValueError(
                 f"the ack window ({self.ack_window:g}s) must be longer than the heartbeat interval "
                 f"({self.heartbeat_interval:g}s), which must be positive"
+            )
+        longest = max(self.heartbeat_interval, self.silence_limit / 2)
+        if not self.heartbeat_interval <= self.idle_heartbeat_interval <= longest:
+            raise ValueError(
+                f"the idle heartbeat interval ({self.idle_heartbeat_interval:g}s) must be at least the "
+                f"heartbeat interval ({self.heartbeat_interval:g}s) and at most half the silence limit "
+                f"({self.silence_limit:g}s) where that is longer"
             )
         if self.ack_window + FENCE_MARGIN >= self.silence_limit:
             raise ValueError(
@@ -65,9 +84,21 @@ class AttemptWindows:
     @classmethod
     def for_silence_limit(cls, silence_limit: float) -> AttemptWindows:
         """Windows for a silence limit: heartbeats every second (more often below 10 s), an ack window
-        of three heartbeat intervals."""
+        of three heartbeat intervals, idle heartbeats as :meth:`idle_interval_for` says."""
         interval = min(1.0, silence_limit / 10)
         return cls(heartbeat_interval=interval, ack_window=3 * interval, silence_limit=silence_limit)
+
+    @staticmethod
+    def idle_interval_for(heartbeat_interval: float, silence_limit: float) -> float:
+        """The default idle heartbeat interval: 10 s, a third of the silence limit if that is shorter,
+        never shorter than the heartbeat interval."""
+        return max(heartbeat_interval, min(IDLE_HEARTBEAT_INTERVAL, silence_limit / 3))
+
+    def silent_after(self, idle: bool) -> float:
+        """Seconds without a stored heartbeat after which a worker is taken to be cut off or frozen (its
+        registry claims nothing for it): its ack window, plus the idle interval while it holds nothing
+        (its heartbeats are that far apart)."""
+        return self.ack_window + (self.idle_heartbeat_interval if idle else 0.0)
 
     def check_kill_grace(self, kill_grace: float) -> None:
         """Raise ValueError unless a worker with this kill grace can keep the windows."""

@@ -31,6 +31,7 @@ from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff
 from schedd_core.clock import Clock, SystemClock
 from schedd_core.limits import MAX_ASSIGNMENT_BYTES
+from schedd_core.permits import AttemptWindows
 from schedd_exec.assignments import AssignmentBuilder, Built
 from schedd_faults import FaultPoints
 from schedd_registry.empty_queues import EmptyQueues
@@ -52,7 +53,7 @@ class Dispatcher:
         *,
         claim_batch: int,
         on_assigned: Callable[[Sequence[worker_pb2.Assignment]], None] | None = None,
-        silent_after: float = 15.0,
+        windows: AttemptWindows | None = None,
         faults: FaultPoints | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -62,7 +63,7 @@ class Dispatcher:
         self._builder = builder
         self._claim_batch = claim_batch
         self._on_assigned = on_assigned
-        self._silent_after = silent_after
+        self._windows = windows or AttemptWindows()
         self._faults = faults or FaultPoints()
         self._sessions: dict[str, WorkerSession] = {}
         self._wake = asyncio.Event()
@@ -130,7 +131,7 @@ class Dispatcher:
         for session in sessions[self._turn :] + sessions[: self._turn]:
             if session.closed or session.draining or session.credits <= 0:
                 continue
-            if self._clock.monotonic() - session.last_heard > self._silent_after:
+            if self._clock.monotonic() - session.last_heard > self._windows.silent_after(session.idle):
                 continue  # not heard for a while (frozen, cut off): it could not start the work anyway
             groups.setdefault(tuple(sorted(session.queues)), []).append(session)
         more = False

@@ -72,7 +72,7 @@ async def serve(config: RegistryConfig) -> None:
         AssignmentBuilder(AssignmentClaims(engine)),
         claim_batch=config.claim_batch,
         on_assigned=claimed,
-        silent_after=config.windows.ack_window,
+        windows=config.windows,
         faults=FaultPoints.from_env(os.environ),
     )
     servicer = WorkerRegistryServicer(engine, dispatcher, config)
@@ -153,6 +153,12 @@ def cli(
         envvar="SCHEDD_ZOMBIE_THRESHOLD",
         help="seconds unheard after which a worker's attempts are lost, lease or not",
     ),
+    idle_heartbeat_interval: float = typer.Option(
+        0.0,
+        envvar="SCHEDD_IDLE_HEARTBEAT_INTERVAL",
+        help="seconds between the heartbeats of a worker that holds no attempt "
+        "(default: 10, or a third of the silence limit if shorter)",
+    ),
     drain_grace: float = typer.Option(
         300.0, envvar="SCHEDD_DRAIN_GRACE", help="seconds a drained worker gets"
     ),
@@ -168,6 +174,7 @@ def cli(
             heartbeat_interval=heartbeat_interval,
             ack_window=3 * heartbeat_interval if ack_window is None else ack_window,
             silence_limit=silence_limit,
+            idle_heartbeat_interval=idle_heartbeat_interval,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

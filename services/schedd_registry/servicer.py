@@ -136,6 +136,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
                     heartbeat_interval=convert.duration(windows.heartbeat_interval),
                     ack_window=convert.duration(windows.ack_window),
                     silence_limit=convert.duration(windows.silence_limit),
+                    idle_heartbeat_interval=convert.duration(windows.idle_heartbeat_interval),
                 )
             )
             if drain:
@@ -253,7 +254,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         except Exception as exc:
             log.warning("heartbeat of worker %s not stored: %s", session.worker_id, exc)
             return
-        session.last_heard = self._clock.monotonic()
+        session.heard(self._clock.monotonic(), holds_attempts=bool(refs))
         session.send(
             worker_pb2.RegistryMessage(heartbeat_ack=worker_pb2.HeartbeatAck(sequence=heartbeat.sequence))
         )

@@ -23,8 +23,11 @@ class WorkerSession:
     outbox: asyncio.Queue[worker_pb2.RegistryMessage] = field(default_factory=asyncio.Queue)
     closed: bool = False
     #: Monotonic time the worker's last heartbeat (or its hello) was stored. A worker not heard for
-    #: longer than its ack window could not start new work, so it gets none.
+    #: longer than ``AttemptWindows.silent_after`` could not start new work, so it gets none.
     last_heard: float = field(default_factory=time.monotonic)
+    #: Whether the worker said it holds no attempt, and was sent none since: it heartbeats every
+    #: idle interval (``schedd_worker.heartbeats``).
+    idle: bool = False
 
     #: Assignments sent on this stream that no heartbeat has accounted for yet, in sending order, and
     #: how many were sent (and accounted for) before the first of them.
@@ -46,12 +49,18 @@ class WorkerSession:
         self.credits -= 1
         return True
 
+    def heard(self, now: float, *, holds_attempts: bool) -> None:
+        """A heartbeat of the worker was stored at monotonic time ``now``."""
+        self.last_heard = now
+        self.idle = not holds_attempts and not self.unconfirmed
+
     def send(self, message: worker_pb2.RegistryMessage) -> None:
         if not self.closed:
             self.outbox.put_nowait(message)
 
     def sent_assignments(self, attempts: list[worker_pb2.AttemptRef]) -> None:
         self.unconfirmed.extend(attempts)
+        self.idle = False
 
     def received_but_not_listed(self, received: int, listed: set[str]) -> list[worker_pb2.AttemptRef]:
         """A heartbeat says the worker received ``received`` assignments on this stream and runs (or

@@ -12,8 +12,10 @@ what is produced while disconnected is not stored.
 Attempt fencing (``schedd_core.permits``): the worker runs its attempts only while
 its permit holds; a Welcome acknowledges the hello, a HeartbeatAck a heartbeat, and
 ``AttemptFence`` stops everything when neither they nor the etcd lease vouch for the
-worker any more. An assignment that arrives when the registry has not acknowledged
-the worker lately is handed straight back.
+worker any more. An idle worker heartbeats seldom (``schedd_worker.heartbeats``); an
+assignment that arrives when the registry has not acknowledged the worker lately waits
+for the acknowledgement of a heartbeat sent at once, and is handed back if none comes
+within the ack window (``schedd_worker.held_assignments``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from datetime import UTC
+from collections.abc import AsyncIterator, Awaitable
 
 import grpc
 from google.protobuf.json_format import MessageToDict
@@ -43,12 +44,14 @@ from schedd_rpc.tls import token_metadata
 from schedd_worker.attempt_spans import AttemptSpans
 from schedd_worker.bundle_fetch import RegistryBundleFetcher
 from schedd_worker.config import WorkerConfig
+from schedd_worker.heartbeats import HeartbeatCadence
+from schedd_worker.held_assignments import HeldAssignments
 from schedd_worker.metrics import WorkerMetrics
+from schedd_worker.result_messages import reportable_text, results_message, task_result
 from schedd_worker.secret_reads import SecretReads
 
 log = logging.getLogger(__name__)
 
-_OUTCOME = {True: worker_pb2.TASK_OUTCOME_SUCCEEDED, False: worker_pb2.TASK_OUTCOME_FAILED}
 #: Seconds to wait for the registry to acknowledge the last results before exiting.
 #: Longest one step of shutting down (closing the stream, the executor) may take.
 SHUTDOWN_STEP_SECONDS = 5.0
@@ -105,6 +108,8 @@ class WorkerAgent:
             running=lambda: len(self.executor.running),
             stop_all=self.abandon_all,
         )
+        self._held = HeldAssignments(lambda a, why: self._done(a, self._abandoned(why)))
+        self._cadence = HeartbeatCadence(self._busy, lambda: self.permit.windows)
         self._sequence = itertools.count(1)
         self._hello_sequence = 0
         #: Assignments received on the current stream.
@@ -146,6 +151,7 @@ class WorkerAgent:
         wait (bounded) until the registry acknowledged every result."""
         self.draining = True
         self._send(worker_pb2.WorkerMessage(draining=worker_pb2.Draining()))
+        self._held.hand_back_all("the worker is draining")
         running = len(self.executor.running)
         log.info("draining: %d attempts running, grace %.1fs", running, grace)
         if not await self.executor.wait_idle(grace):
@@ -228,7 +234,8 @@ class WorkerAgent:
         async def requests() -> AsyncIterator[worker_pb2.WorkerMessage]:
             while True:
                 # results ready together (a fan-out's tasks ending at once) go as one message
-                for message in stream_batches.drain(await outgoing.get(), outgoing, "result", _results):
+                first = await outgoing.get()
+                for message in stream_batches.drain(first, outgoing, "result", results_message):
                     yield message
 
         call = stub.Connect(requests(), metadata=token_metadata(cfg.token))
@@ -245,26 +252,32 @@ class WorkerAgent:
         finally:
             heartbeats.cancel()
             call.cancel()
+            self._held.hand_back_all("the stream to the registry ended")
 
     async def _heartbeats(self) -> None:
-        """Heartbeat every interval the registry asked for (from its welcome on), idle or not: the
+        """Heartbeat from the registry's welcome on, as often as ``HeartbeatCadence`` says: the
         registry learns the worker's load and that it is alive, and its acknowledgements keep the
         worker's permit to run its attempts."""
         await self._welcomed.wait()
-        while True:
-            sequence = next(self._sequence)
-            attempts = [a.attempt for a in self.executor.running] + [
-                r.attempt for r in self._unacked.values()
-            ]
-            self.permit.sent(sequence)
-            self._send(
-                worker_pb2.WorkerMessage(
-                    heartbeat=worker_pb2.TaskHeartbeat(
-                        attempts=attempts, sequence=sequence, assignments_received=self._received
-                    )
+        await self._cadence.run(self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        sequence = next(self._sequence)
+        attempts = [a.attempt for a in self.executor.running] + [r.attempt for r in self._unacked.values()]
+        self.permit.sent(sequence)
+        self._send(
+            worker_pb2.WorkerMessage(
+                heartbeat=worker_pb2.TaskHeartbeat(
+                    attempts=attempts + self._held.refs(),
+                    sequence=sequence,
+                    assignments_received=self._received,
                 )
             )
-            await asyncio.sleep(self.permit.windows.heartbeat_interval)
+        )
+
+    def _busy(self) -> bool:
+        """Whether the worker holds an attempt: running, held, or with its result unacknowledged."""
+        return bool(self.executor.running or self._unacked or self._held)
 
     def _send(self, message: worker_pb2.WorkerMessage) -> None:
         if self._outgoing is not None:
@@ -279,14 +292,18 @@ class WorkerAgent:
                 if self.draining:
                     # Credits raced with the drain: hand it straight back.
                     self._done(assignment, self._abandoned("the worker is draining"))
-                elif not self.permit.may_start():
-                    self._done(assignment, self._abandoned("the worker was not heard by its registry lately"))
+                elif self._held or not self.permit.may_start():
+                    # held until a heartbeat sent now is acknowledged, handed back after the ack window
+                    self._held.hold(assignment, self.permit.windows.ack_window)
+                    self._cadence.now()
                 else:
-                    with self._spans.starting(assignment):
-                        self.executor.submit(assignment)
+                    self._start(assignment)
         elif kind == "heartbeat_ack":
             self.permit.acknowledged(message.heartbeat_ack.sequence)
             self.fence.poke()
+            if self._held and self.permit.may_start():
+                for assignment in self._held.release():
+                    self._start(assignment)
         elif kind in ("ack", "acks"):
             for ack in [message.ack] if kind == "ack" else message.acks.acks:
                 self._unacked.pop(ack.attempt.attempt_id, None)
@@ -299,6 +316,8 @@ class WorkerAgent:
             for attempt in message.cancel.attempts:
                 if self.executor.cancel(attempt.attempt_id):
                     log.warning("cancelled attempt %s: %s", attempt.attempt_id, message.cancel.reason)
+                elif (held := self._held.take(attempt.attempt_id)) is not None:
+                    self._done(held, self._abandoned(f"cancelled before it started: {message.cancel.reason}"))
         elif kind == "run_callback":
             task = asyncio.create_task(self._callback(message.run_callback))
             self._callbacks.add(task)
@@ -309,11 +328,19 @@ class WorkerAgent:
         elif kind == "welcome":
             self._welcome(message.welcome)
 
+    def _start(self, assignment: worker_pb2.Assignment) -> None:
+        with self._spans.starting(assignment):
+            self.executor.submit(assignment)
+        self._cadence.became_busy()
+
     def _welcome(self, welcome: worker_pb2.Welcome) -> None:
+        interval = welcome.heartbeat_interval.ToTimedelta().total_seconds()
         windows = AttemptWindows(
-            heartbeat_interval=welcome.heartbeat_interval.ToTimedelta().total_seconds(),
+            heartbeat_interval=interval,
             ack_window=welcome.ack_window.ToTimedelta().total_seconds(),
             silence_limit=welcome.silence_limit.ToTimedelta().total_seconds(),
+            # a registry that grants no idle interval expects a heartbeat every interval
+            idle_heartbeat_interval=welcome.idle_heartbeat_interval.ToTimedelta().total_seconds() or interval,
         )
         self.permit.granted(windows)
         self.permit.acknowledged(self._hello_sequence)
@@ -352,25 +379,10 @@ class WorkerAgent:
 
     def _done(self, assignment: worker_pb2.Assignment, outcome: Outcome) -> None:
         attempt = assignment.attempt
-        error = self._logs.masked(attempt.attempt_id, _text(outcome.error))
+        error = self._logs.masked(attempt.attempt_id, reportable_text(outcome.error))
         # How it failed ends the attempt's log, sent ahead of the result.
         self._send_log(assignment, self._logs.ended(assignment, outcome))
-        result = worker_pb2.TaskResult(
-            attempt=attempt,
-            outcome=worker_pb2.TASK_OUTCOME_ABANDONED if outcome.abandoned else _OUTCOME[outcome.succeeded],
-            exit_code=outcome.exit_code,
-            error=error,
-            start_time=convert.ts(outcome.started_at),
-            end_time=convert.ts(outcome.ended_at),
-            result_json=outcome.result_json,
-            dag_id=assignment.dag_id,
-            no_retry=outcome.no_retry,
-        )
-        if outcome.reschedule_at is not None and not outcome.abandoned:
-            result.outcome = worker_pb2.TASK_OUTCOME_RESCHEDULED
-            result.reschedule_time.FromDatetime(outcome.reschedule_at.astimezone(UTC))
-        elif outcome.skipped and not outcome.abandoned:
-            result.outcome = worker_pb2.TASK_OUTCOME_SKIPPED
+        result = task_result(assignment, outcome, error)
         self._unacked[attempt.attempt_id] = result
         message = worker_pb2.WorkerMessage(result=result)  # a copy: what is kept to resend has no credit
         if not self.draining:
@@ -379,12 +391,3 @@ class WorkerAgent:
         self.completed += 1
         self.metrics.ended(outcome)
         self._spans.ended(assignment, outcome)
-
-
-def _results(results: Sequence[worker_pb2.TaskResult]) -> worker_pb2.WorkerMessage:
-    return worker_pb2.WorkerMessage(results=worker_pb2.TaskResults(results=results))
-
-
-def _text(value: str) -> str:
-    """A task's output or error as text a registry accepts: NUL characters replaced."""
-    return value.replace("\x00", "\ufffd")

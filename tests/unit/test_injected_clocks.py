@@ -16,8 +16,7 @@ from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.servicer import WorkerRegistryServicer
 from schedd_registry.sessions import WorkerSession
 from schedd_rpc import convert
-from schedd_worker.agent import WorkerAgent
-from schedd_worker.config import WorkerConfig
+from tests.unit.worker_agents import unconnected_agent
 
 
 class _Builder:
@@ -32,23 +31,40 @@ class _Builder:
 
 
 def _dispatcher(clock: FakeClock, builder: _Builder) -> Dispatcher:
-    return Dispatcher(None, builder, claim_batch=10, silent_after=15.0, clock=clock)  # type: ignore[arg-type]
+    return Dispatcher(None, builder, claim_batch=10, clock=clock)  # type: ignore[arg-type]
 
 
-def test_the_dispatcher_skips_a_worker_silent_longer_than_its_window_by_the_injected_clock() -> None:
+@pytest.mark.parametrize(("idle", "window"), [(False, 3.0), (True, 13.0)])
+def test_the_dispatcher_skips_a_worker_silent_longer_than_its_window_by_the_injected_clock(
+    idle: bool, window: float
+) -> None:
+    # The default windows: an ack window of 3 s, and idle heartbeats every 10 s on top for a worker
+    # that said it holds nothing.
     clock, builder = FakeClock(), _Builder()
     dispatcher = _dispatcher(clock, builder)
     session = WorkerSession(
-        worker_id="w", queues=("default",), capacity=2, credits=2, last_heard=clock.monotonic()
+        worker_id="w", queues=("default",), capacity=2, credits=2, last_heard=clock.monotonic(), idle=idle
     )
     dispatcher.attach(session)
     asyncio.run(dispatcher._round())
-    clock.advance(15.0)  # at the window: still heard
+    clock.advance(window)  # at the window: still heard
     asyncio.run(dispatcher._round())
     assert builder.claims == [["w", "w"], ["w", "w"]]
     clock.advance(0.001)
     asyncio.run(dispatcher._round())
     assert len(builder.claims) == 2
+
+
+def test_a_worker_that_holds_nothing_and_was_sent_nothing_since_is_idle() -> None:
+    session = WorkerSession(worker_id="w", queues=("default",), capacity=2)
+    session.heard(1.0, holds_attempts=False)
+    assert session.idle
+    session.sent_assignments([worker_pb2.AttemptRef(attempt_id="a")])
+    assert not session.idle
+    session.heard(2.0, holds_attempts=False)  # the heartbeat left before the assignment arrived
+    assert not session.idle
+    session.heard(3.0, holds_attempts=True)
+    assert not session.idle and session.last_heard == 3.0
 
 
 def test_a_stored_heartbeat_marks_the_worker_heard_at_the_injected_clocks_time(
@@ -76,16 +92,9 @@ def test_a_stored_heartbeat_marks_the_worker_heard_at_the_injected_clocks_time(
 def test_the_worker_ends_an_assignment_it_hands_back_at_the_injected_clocks_time(tmp_path: Path) -> None:
     clock = FakeClock()
     clock.advance(3600.5)
-    config = WorkerConfig(
-        registries=("127.0.0.1:1",),
-        worker_id="w",
-        hostname="h",
-        incarnation="i",
-        bundle_cache_dir=str(tmp_path / "bundles"),
-    )
 
     async def hand_back() -> list[worker_pb2.WorkerMessage]:
-        agent = WorkerAgent(config, clock=clock)
+        agent = unconnected_agent(tmp_path, clock)
         outgoing: asyncio.Queue[worker_pb2.WorkerMessage] = asyncio.Queue()
         agent._outgoing = outgoing
         agent.draining = True

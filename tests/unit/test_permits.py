@@ -176,3 +176,25 @@ def test_lease_timing_states_the_clock_rate_it_tolerates() -> None:
     timing = LeaseTiming(ttl=2, renew_deadline=1.4, retry_period=0.4)
     assert timing.margin == pytest.approx(0.6)
     assert timing.tolerated_clock_rate == pytest.approx(0.7)
+
+
+def test_idle_heartbeats_default_to_ten_seconds_within_the_silence_limit() -> None:
+    assert AttemptWindows().idle_heartbeat_interval == 10.0
+    assert AttemptWindows(heartbeat_interval=1, ack_window=3, silence_limit=12).idle_heartbeat_interval == 4.0
+    assert (
+        AttemptWindows(heartbeat_interval=2, ack_window=3, silence_limit=3.75).idle_heartbeat_interval == 2.0
+    )
+    assert AttemptWindows.for_silence_limit(5.0).idle_heartbeat_interval == 5.0 / 3
+
+
+def test_idle_heartbeats_must_fit_twice_in_the_silence_limit() -> None:
+    with pytest.raises(ValueError, match="idle heartbeat interval"):
+        AttemptWindows(heartbeat_interval=1, ack_window=3, silence_limit=30, idle_heartbeat_interval=16)
+    with pytest.raises(ValueError, match="idle heartbeat interval"):
+        AttemptWindows(heartbeat_interval=1, ack_window=3, silence_limit=30, idle_heartbeat_interval=0.5)
+
+
+def test_an_idle_worker_is_taken_for_silent_only_after_its_idle_interval_too() -> None:
+    windows = AttemptWindows(heartbeat_interval=1, ack_window=3, silence_limit=30, idle_heartbeat_interval=10)
+    assert windows.silent_after(idle=False) == 3
+    assert windows.silent_after(idle=True) == 13

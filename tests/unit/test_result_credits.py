@@ -15,26 +15,23 @@ from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.servicer import WorkerRegistryServicer
 from schedd_registry.sessions import WorkerSession
 from schedd_worker.agent import WorkerAgent
-from schedd_worker.config import WorkerConfig
+from tests.unit.worker_agents import unconnected_agent
 
 ATTEMPT = worker_pb2.AttemptRef(task_instance_id=1, attempt_id="a", try_number=1)
 
 
 def _finish(tmp_path: Path, *, draining: bool) -> tuple[list[worker_pb2.WorkerMessage], WorkerAgent]:
-    config = WorkerConfig(
-        registries=("127.0.0.1:1",), worker_id="w", hostname="h", incarnation="i",
-        bundle_cache_dir=str(tmp_path / "bundles"),
-    )  # fmt: skip
-
     async def finish() -> tuple[list[worker_pb2.WorkerMessage], WorkerAgent]:
-        agent = WorkerAgent(config, clock=FakeClock())
+        agent = unconnected_agent(tmp_path)
         outgoing: asyncio.Queue[worker_pb2.WorkerMessage] = asyncio.Queue()
         agent._outgoing = outgoing
         agent.draining = draining
-        # never heard by its registry lately: the worker hands the assignment straight back
+        # never heard by its registry lately: the worker holds the assignment for a heartbeat's ack
+        # (a draining one hands it straight back); the stream ends first, so it is handed back
         agent._handle(
             worker_pb2.RegistryMessage(assignment=worker_pb2.Assignment(task_id="t", attempt=ATTEMPT))
         )
+        agent._held.hand_back_all("the stream to the registry ended")
         return [outgoing.get_nowait() for _ in range(outgoing.qsize())], agent
 
     return asyncio.run(finish())

@@ -523,6 +523,7 @@ class Welcome(_message.Message):
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     ACK_WINDOW_FIELD_NUMBER: _builtins.int
     SILENCE_LIMIT_FIELD_NUMBER: _builtins.int
+    IDLE_HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     worker_id: _builtins.str
     @_builtins.property
     def heartbeat_interval(self) -> _duration_pb2.Duration: ...
@@ -530,6 +531,12 @@ class Welcome(_message.Message):
     def ack_window(self) -> _duration_pb2.Duration: ...
     @_builtins.property
     def silence_limit(self) -> _duration_pb2.Duration: ...
+    @_builtins.property
+    def idle_heartbeat_interval(self) -> _duration_pb2.Duration:
+        """Seconds between heartbeats while the worker holds no attempt (unset: heartbeat_interval). Its
+        permit to start attempts may lapse meanwhile; an assignment then waits for a heartbeat's ack.
+        """
+
     def __init__(
         self,
         *,
@@ -537,10 +544,11 @@ class Welcome(_message.Message):
         heartbeat_interval: _duration_pb2.Duration | None = ...,
         ack_window: _duration_pb2.Duration | None = ...,
         silence_limit: _duration_pb2.Duration | None = ...,
+        idle_heartbeat_interval: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_window", b"ack_window", "heartbeat_interval", b"heartbeat_interval", "silence_limit", b"silence_limit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack_window", b"ack_window", "heartbeat_interval", b"heartbeat_interval", "idle_heartbeat_interval", b"idle_heartbeat_interval", "silence_limit", b"silence_limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_window", b"ack_window", "heartbeat_interval", b"heartbeat_interval", "silence_limit", b"silence_limit", "worker_id", b"worker_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_window", b"ack_window", "heartbeat_interval", b"heartbeat_interval", "idle_heartbeat_interval", b"idle_heartbeat_interval", "silence_limit", b"silence_limit", "worker_id", b"worker_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
