@@ -3,11 +3,16 @@
 The :class:`~schedd_core.permits.Permit` says until when a worker (or a scheduler's local
 executor) may keep running its attempts (its registry acknowledged a recent heartbeat, or its
 etcd liveness lease is valid, within the silence cap). :class:`AttemptFence` keeps the reaper's
-deadline at that time plus
-the kill grace, refreshed at least every half heartbeat interval (so a frozen worker's reaper
-kills its attempts at most one kill grace after the permit lapsed), and, when the permit
-lapses, stops every running attempt (SIGTERM now, SIGKILL after the grace) and reports them
-abandoned: they run again elsewhere without using up a retry.
+deadline at that time plus the kill grace, refreshed at least every half heartbeat interval while
+an attempt runs or a group is watched (so a frozen worker's reaper kills its attempts at most one
+kill grace after the permit lapsed), and, when the permit lapses, stops every running attempt
+(SIGTERM now, SIGKILL after the grace) and reports them abandoned: they run again elsewhere
+without using up a retry.
+
+While nothing runs and nothing is watched there is nothing to stop or kill, so it sleeps until
+poked (an ack, the lease) or until a group is about to be watched: the reaper asks for a current
+deadline first (``Reaper.before_watch``), so no group is ever watched under a stale one
+(``tests/unit/test_attempt_fence.py``).
 """
 
 from __future__ import annotations
@@ -40,16 +45,25 @@ class AttemptFence:
         self._running = running
         self._stop_all = stop_all
         self._changed = asyncio.Event()
+        reaper.before_watch = self._watching_starts
 
     def poke(self) -> None:
         """Something the permit depends on changed (an ack, the lease)."""
         self._changed.set()
 
+    def _watching_starts(self) -> None:
+        self._send_deadline()
+        self._changed.set()  # refresh it periodically again
+
+    def _send_deadline(self) -> float:
+        until = self._permit.until()
+        self._reaper.deadline(until + self._permit.kill_grace)
+        return until
+
     async def run(self) -> None:
         lapsed = False
         while True:
-            until = self._permit.until()
-            self._reaper.deadline(until + self._permit.kill_grace)
+            until = self._send_deadline()
             left = until - self._clock.monotonic()
             if left <= 0 and not lapsed:
                 lapsed = True
@@ -62,7 +76,9 @@ class AttemptFence:
             elif left > 0:
                 lapsed = False
             refresh = self._permit.windows.heartbeat_interval / 2
-            timeout = refresh if left <= 0 else min(left, refresh)
+            timeout: float | None = refresh if left <= 0 else min(left, refresh)
+            if not self._running() and not self._reaper.watching:
+                timeout = None  # nothing to stop or kill: wait to be poked
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
             self._changed.clear()

@@ -19,25 +19,19 @@ dying together with its worker (both at once is two faults). Protocol lines on s
 ``deadline <monotonic seconds>``, ``watch <pgid>``, ``forget <pgid>``, ``kill <pgid> <monotonic
 seconds>``. ``time.monotonic`` is the system-wide CLOCK_MONOTONIC, the same in both processes.
 
-Run as ``python -m schedd_exec.reaper``; :class:`Reaper` starts and drives it.
+:class:`Reaper` starts the process (``python -m schedd_exec.reaper_process``, which imports
+nothing of the worker's, so it stays small) and drives it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import os
-import select
-import signal
 import sys
-import time
+from collections.abc import Callable
 
 from schedd_exec.environment import AllowList
-
-log = logging.getLogger(__name__)
-
-_FAR = float("inf")
+from schedd_exec.reaper_process import FAR
 
 
 class Reaper:
@@ -46,14 +40,17 @@ class Reaper:
     def __init__(self, python: str = sys.executable) -> None:
         self._python = python
         self._proc: asyncio.subprocess.Process | None = None
-        self._deadline = _FAR
+        self._deadline = FAR
         self._watched: dict[int, float | None] = {}
+        #: Called before a group is watched, so that the deadline sent ahead of it is current
+        #: (``schedd_exec.attempt_fence`` sets it; it stops refreshing while nothing is watched).
+        self.before_watch: Callable[[], None] | None = None
 
     async def start(self) -> None:
         self._proc = await asyncio.create_subprocess_exec(
             self._python,
             "-m",
-            "schedd_exec.reaper",
+            "schedd_exec.reaper_process",
             stdin=asyncio.subprocess.PIPE,
             start_new_session=True,
             # What a program needs to run and nothing more: the reaper is as readable to tasks of the
@@ -88,7 +85,14 @@ class Reaper:
             self._deadline = at
             self._send(f"deadline {at}")
 
+    @property
+    def watching(self) -> bool:
+        """Whether any group is watched (or due to be killed)."""
+        return bool(self._watched)
+
     def watch(self, pgid: int) -> None:
+        if self.before_watch is not None:
+            self.before_watch()
         self._watched[pgid] = None
         self._send(f"watch {pgid}")
 
@@ -106,65 +110,3 @@ class Reaper:
         if proc is None or proc.stdin is None or proc.stdin.is_closing():
             return
         proc.stdin.write(line.encode() + b"\n")
-
-
-# -- the reaper process ----------------------------------------------------------------------------
-
-
-def _kill(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def serve(fd: int = 0) -> None:
-    """Read commands from ``fd`` until EOF, killing groups as their time comes; then kill the rest."""
-    deadline = _FAR
-    watched: set[int] = set()
-    timed: dict[int, float] = {}
-    buffer = b""
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            for pgid in watched:
-                _kill(pgid)
-            watched.clear()
-        for pgid, at in list(timed.items()):
-            if now >= at:
-                _kill(pgid)
-                del timed[pgid]
-        next_time = min([deadline, *timed.values()]) if (watched or timed) else _FAR
-        timeout = None if next_time == _FAR else max(0.0, next_time - now)
-        readable, _, _ = select.select([fd], [], [], timeout)
-        if not readable:
-            continue
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            verb, *args = line.decode().split()
-            if verb == "deadline":
-                deadline = float(args[0])
-            elif verb == "watch":
-                watched.add(int(args[0]))
-                timed.pop(int(args[0]), None)
-            elif verb == "forget":
-                watched.discard(int(args[0]))
-                timed.pop(int(args[0]), None)
-            elif verb == "kill":
-                watched.discard(int(args[0]))
-                timed[int(args[0])] = float(args[1])
-    for pgid in [*watched, *timed]:
-        _kill(pgid)
-
-
-def main() -> None:
-    # Signals meant for the worker (a Ctrl-C in its terminal) must not stop the reaper.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    serve()
-
-
-if __name__ == "__main__":
-    main()
