@@ -45,6 +45,7 @@ class AttemptFence:
         self._running = running
         self._stop_all = stop_all
         self._changed = asyncio.Event()
+        self._asleep = False
         reaper.before_watch = self._watching_starts
 
     def poke(self) -> None:
@@ -53,7 +54,8 @@ class AttemptFence:
 
     def _watching_starts(self) -> None:
         self._send_deadline()
-        self._changed.set()  # refresh it periodically again
+        if self._asleep:  # refresh it periodically again (while refreshing already, costs nothing)
+            self._changed.set()
 
     def _send_deadline(self) -> float:
         until = self._permit.until()
@@ -79,6 +81,8 @@ class AttemptFence:
             timeout: float | None = refresh if left <= 0 else min(left, refresh)
             if not self._running() and not self._reaper.watching:
                 timeout = None  # nothing to stop or kill: wait to be poked
+            self._asleep = timeout is None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
+            self._asleep = False
             self._changed.clear()

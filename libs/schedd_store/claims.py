@@ -1,10 +1,11 @@
 """Claiming queued task instances together with everything their assignments are built from.
 
 :class:`AssignmentClaims` is what ``schedd_exec.assignments.AssignmentBuilder`` claims through (the
-registry's dispatcher and the scheduler's local executor give it one): in one transaction it
-claims (``schedd_store.dispatch.claim_in``), reads the specs of DAG versions not cached yet and the
-stored results of upstream tasks (only for runs that stored any, or from mapped tasks). The claim
-holds once that transaction commits; a version whose stored spec cannot be read raises
+registry's dispatcher and the scheduler's local executor give it one): in one transaction (on
+asyncpg directly, as results are applied: ``schedd_store.direct``) it claims
+(``schedd_store.dispatch.claim_in``), reads the specs of DAG versions not cached yet and the stored
+results of upstream tasks (only for runs that stored any, or from mapped tasks). The claim holds
+once that transaction commits; a version whose stored spec cannot be read raises
 ``UnreadableVersion`` and claims nothing.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
-from schedd_store import dispatch
+from schedd_store import direct, dispatch
 from schedd_store.direct import DirectConnection
 from schedd_store.versions import VersionCache
 
@@ -30,7 +31,7 @@ class AssignmentClaims:
         free slot), each with its DAG version's spec, its task's spec and its upstream results."""
         if not slots:
             return []
-        async with self._engine.begin() as conn:
+        async with direct.transaction(self._engine) as conn:
             claimed = await dispatch.claim_in(conn, slots=slots, queues=queues)
             return await self._work(conn, claimed)
 

@@ -72,7 +72,7 @@ async def claim(
 
 
 async def claim_in(
-    conn: AsyncConnection, *, slots: Sequence[str], queues: Sequence[str]
+    conn: AsyncConnection | direct.DirectConnection, *, slots: Sequence[str], queues: Sequence[str]
 ) -> list[ClaimedAttempt]:
     """Claim queued task instances of ``queues`` for the workers in ``slots`` (a worker id per free
     slot, the most important first), moving them to running and recording their attempts. One
