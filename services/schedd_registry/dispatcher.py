@@ -69,6 +69,8 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._empty = EmptyQueues(self._clock)
         self._recheck: asyncio.TimerHandle | None = None
+        #: Workers a round passed over as silent: their next stored heartbeat wakes the dispatcher.
+        self._passed_over: set[str] = set()
         self._turn = 0
         #: Called for each successor handed off (``hand_off_done``): metrics.
         self.on_handed_off: Callable[[], None] | None = None
@@ -99,6 +101,13 @@ class Dispatcher:
         """Task instances were queued in ``queue`` (a ``schedd_queued`` notification; "" for any)."""
         self._empty.told(queue)
         self._wake.set()
+
+    def heard(self, session: WorkerSession) -> None:
+        """A heartbeat of ``session``'s worker was stored: if a round passed it over as silent, the
+        work it could take is claimed now, not at the next unrelated wake-up."""
+        if session.worker_id in self._passed_over:
+            self._passed_over.discard(session.worker_id)
+            self._wake.set()
 
     async def wake_async(self) -> None:
         """The listener (re)connected: notifications may have been missed."""
@@ -132,6 +141,7 @@ class Dispatcher:
             if session.closed or session.draining or session.credits <= 0:
                 continue
             if self._clock.monotonic() - session.last_heard > self._windows.silent_after(session.idle):
+                self._passed_over.add(session.worker_id)
                 continue  # not heard for a while (frozen, cut off): it could not start the work anyway
             groups.setdefault(tuple(sorted(session.queues)), []).append(session)
         more = False

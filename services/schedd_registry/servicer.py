@@ -255,6 +255,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             log.warning("heartbeat of worker %s not stored: %s", session.worker_id, exc)
             return
         session.heard(self._clock.monotonic(), holds_attempts=bool(refs))
+        self._dispatcher.heard(session)
         session.send(
             worker_pb2.RegistryMessage(heartbeat_ack=worker_pb2.HeartbeatAck(sequence=heartbeat.sequence))
         )

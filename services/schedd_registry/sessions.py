@@ -25,8 +25,9 @@ class WorkerSession:
     #: Monotonic time the worker's last heartbeat (or its hello) was stored. A worker not heard for
     #: longer than ``AttemptWindows.silent_after`` could not start new work, so it gets none.
     last_heard: float = field(default_factory=time.monotonic)
-    #: Whether the worker said it holds no attempt, and was sent none since: it heartbeats every
-    #: idle interval (``schedd_worker.heartbeats``).
+    #: Whether the worker's last stored heartbeat said it holds no attempt and accounted for every
+    #: assignment sent: it heartbeats every idle interval (``schedd_worker.heartbeats``) until an
+    #: assignment reaches it, and then at once.
     idle: bool = False
 
     #: Assignments sent on this stream that no heartbeat has accounted for yet, in sending order, and
@@ -60,7 +61,6 @@ class WorkerSession:
 
     def sent_assignments(self, attempts: list[worker_pb2.AttemptRef]) -> None:
         self.unconfirmed.extend(attempts)
-        self.idle = False
 
     def received_but_not_listed(self, received: int, listed: set[str]) -> list[worker_pb2.AttemptRef]:
         """A heartbeat says the worker received ``received`` assignments on this stream and runs (or

@@ -9,8 +9,11 @@ that then arrives asks for a heartbeat at once and waits for its ack
 
 Guaranteed: while the worker holds an attempt, a heartbeat is sent at least every heartbeat interval
 after the previous one (plus the event loop's delay), also when it became busy in the middle of an
-idle interval; an idle worker heartbeats at least every idle interval. Not guaranteed: anything
-while the event loop is blocked (the permit and the reaper cover that).
+idle interval; the first heartbeat due after it stopped holding attempts still goes one heartbeat
+interval after the last, so its registry learns within one interval that it is idle and waits for
+its idle heartbeats instead of taking it for silent (``AttemptWindows.silent_after``); an idle
+worker heartbeats at least every idle interval. Not guaranteed: anything while the event loop is
+blocked (the permit and the reaper cover that).
 """
 
 from __future__ import annotations
@@ -50,16 +53,19 @@ class HeartbeatCadence:
         loop = asyncio.get_running_loop()
         while True:
             self._asked = False
+            sent_busy = self._busy()
             beat()
             sent = loop.time()
             while not self._asked:
                 busy = self._busy()
                 windows = self._windows()
-                remaining = sent + (windows.heartbeat_interval if busy else windows.idle_heartbeat_interval)
-                remaining -= loop.time()
+                # the first beat after the worker turned idle is due as a busy one: it says so
+                short = busy or sent_busy
+                interval = windows.heartbeat_interval if short else windows.idle_heartbeat_interval
+                remaining = sent + interval - loop.time()
                 if remaining <= 0:
                     break
-                self._sleeping_idle = not busy
+                self._sleeping_idle = not short
                 self._wake.clear()
                 try:
                     with contextlib.suppress(TimeoutError):

@@ -41,7 +41,9 @@ def idle_cluster(
 
 
 def _run(cluster: Cluster, run_id: str) -> None:
-    done = schedctl(cluster.api_address, "runs", "trigger", "one", "--run-id", run_id, "--wait")
+    done = schedctl(
+        cluster.api_address, "runs", "trigger", "one", "--run-id", run_id, "--wait", "--wait-timeout", "60"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -68,6 +70,9 @@ def test_an_idle_worker_heartbeats_every_idle_interval(idle_cluster: Cluster) ->
 def test_work_reaching_a_worker_whose_permit_lapsed_starts_without_being_handed_back(
     idle_cluster: Cluster,
 ) -> None:
+    # Busy just before, so the registry must have learnt from its heartbeats that the worker went
+    # idle: taken for silent instead, it would be passed over and the run would wait forever.
+    _run(idle_cluster, "busy-before")
     deadline = time.monotonic() + WAIT_SECONDS
     # Stored after it was sent: once it is older than the ack window, so is the worker's last ack.
     while _heartbeat(idle_cluster)[1] <= ACK_WINDOW + 0.5:

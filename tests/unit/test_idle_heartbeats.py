@@ -164,3 +164,19 @@ def test_work_held_for_the_whole_ack_window_is_handed_back(agent: WorkerAgent) -
         assert UNHEARD in result.error
 
     asyncio.run(main())
+
+
+def test_a_worker_that_turned_idle_says_so_one_interval_after_its_last_heartbeat() -> None:
+    async def body(
+        cadence: HeartbeatCadence, beats: list[float], busy: list[bool], beaten: asyncio.Event
+    ) -> None:
+        await _until(lambda: len(beats) == 1, beaten)
+        busy[0] = True
+        cadence.became_busy()
+        await _until(lambda: len(beats) == 2, beaten)
+        busy[0] = False  # its last attempt ended: the next beat, due as a busy one, says it is idle
+        await _until(lambda: len(beats) == 3, beaten)  # the idle interval is 30 s
+        await asyncio.sleep(0.2)
+        assert len(beats) == 3  # and then it waits out the idle interval
+
+    _cadence_test(body)

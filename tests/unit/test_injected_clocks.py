@@ -55,12 +55,11 @@ def test_the_dispatcher_skips_a_worker_silent_longer_than_its_window_by_the_inje
     assert len(builder.claims) == 2
 
 
-def test_a_worker_that_holds_nothing_and_was_sent_nothing_since_is_idle() -> None:
+def test_a_worker_whose_heartbeat_holds_nothing_and_accounts_for_everything_sent_is_idle() -> None:
     session = WorkerSession(worker_id="w", queues=("default",), capacity=2)
     session.heard(1.0, holds_attempts=False)
     assert session.idle
     session.sent_assignments([worker_pb2.AttemptRef(attempt_id="a")])
-    assert not session.idle
     session.heard(2.0, holds_attempts=False)  # the heartbeat left before the assignment arrived
     assert not session.idle
     session.heard(3.0, holds_attempts=True)
@@ -110,3 +109,20 @@ def test_the_worker_ends_an_assignment_it_hands_back_at_the_injected_clocks_time
     assert log.log.data.startswith(
         "2026-01-01T01:00:00.500Z [schedd] try 1 was stopped: the worker is draining"
     )
+
+
+def test_a_worker_passed_over_as_silent_gets_work_as_soon_as_it_is_heard() -> None:
+    clock, builder = FakeClock(), _Builder()
+    dispatcher = _dispatcher(clock, builder)
+    session = WorkerSession(
+        worker_id="w", queues=("default",), capacity=2, credits=2, last_heard=clock.monotonic()
+    )
+    dispatcher.attach(session)
+    clock.advance(4.0)  # a busy worker's ack window (3 s) passed without a heartbeat
+    asyncio.run(dispatcher._round())
+    assert builder.claims == [] and not dispatcher._wake.is_set()
+    session.heard(clock.monotonic(), holds_attempts=False)
+    dispatcher.heard(session)  # what the servicer does once the heartbeat is stored
+    assert dispatcher._wake.is_set()
+    asyncio.run(dispatcher._round())
+    assert builder.claims == [["w", "w"]]
