@@ -16,6 +16,7 @@ thousands.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,7 +30,15 @@ from schedd_core.states import TaskState
 from schedd_store import statements as sql
 from schedd_store.fence import FencedConnection
 
-_STATE = {s.value: s for s in TaskState}
+#: The snapshot of every (state, retry_due, retry_unscheduled) without branch choices, built once:
+#: the leader keeps the task instances of the runs it knows (``schedd_scheduler.run_cache``), and
+#: shared snapshots make each of them cost a dictionary entry instead of a tuple of its own.
+_SNAPSHOTS = {
+    (s.value, due, unscheduled): TaskSnapshot(s, due, unscheduled)
+    for s in TaskState
+    for due in (False, True)
+    for unscheduled in (False, True)
+}
 
 
 @dataclass
@@ -74,15 +83,14 @@ def _add_task(run: PlanningRun, t: Sequence[Any]) -> str:
     """Record one task instance row (``ti_id, task_key, state, follow, try_number, retry_due,
     retry_unscheduled``) on ``run``; returns its key (``schedd_core.mapping``)."""
     ti_id, task_id, state, follow, try_number, retry_due, retry_unscheduled = t
-    run.tasks[task_id] = TaskSnapshot(
-        _STATE[state],
-        bool(retry_due),
-        bool(retry_unscheduled),
-        None if follow is None else frozenset(follow),
-    )
-    run.ti_ids[task_id] = ti_id
-    run.tries[task_id] = try_number
-    return str(task_id)
+    key = sys.intern(task_id)  # one string per task id however many runs the leader knows
+    snapshot = _SNAPSHOTS[state, bool(retry_due), bool(retry_unscheduled)]
+    if follow is not None:
+        snapshot = snapshot._replace(follow=frozenset(follow))
+    run.tasks[key] = snapshot
+    run.ti_ids[key] = ti_id
+    run.tries[key] = try_number
+    return key
 
 
 async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:

@@ -12,10 +12,15 @@ queued to running. The planner treats both alike, and a write that relied on the
 run timeout failing running attempts) is guarded, so its shortfall rolls the pass back and the run
 is read in full. Entries are dropped when their run ends and when a pass over them fails; the
 cache holds at most ``max_tasks`` task instances, dropping the runs used longest ago.
+
+At rest an entry is compact (parallel tuples and arrays, the snapshots and task keys shared between
+runs: about 40 bytes a task instance, ``tests/unit/test_run_cache.py``); a pass gets dictionaries
+built from it by :meth:`RunCache.merge`.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -26,13 +31,28 @@ from schedd_store.planning_reads import PlanningRun
 @dataclass
 class CachedRun:
     control_version: int
-    tasks: dict[str, TaskSnapshot]
-    ti_ids: dict[str, int]
-    tries: dict[str, int]
+    #: The task instance keys, and in the same order their snapshots, ids and try numbers.
+    keys: tuple[str, ...]
+    snapshots: tuple[TaskSnapshot, ...]
+    ti_ids: array[int]
+    tries: array[int]
     #: Task instances the leader wrote in the last pass over the run: read again before planning it.
     dirty: set[int] = field(default_factory=set)
     #: The successor hand-offs the leader wrote for the run in this term: source key -> target key.
     handoffs: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, run: PlanningRun, dirty: set[int], handoffs: dict[str, str]) -> CachedRun:
+        keys = tuple(run.tasks)
+        return cls(
+            run.control_version,
+            keys,
+            tuple(run.tasks.values()),
+            array("q", [run.ti_ids[k] for k in keys]),
+            array("i", [run.tries[k] for k in keys]),  # try_number is an int4
+            dirty,
+            handoffs,
+        )
 
 
 class RunCache:
@@ -51,13 +71,11 @@ class RunCache:
         """Remember ``run`` as planned (its task instances as read), with the ones just written and
         the hand-offs in place."""
         self.drop(run.pk)
-        self._runs[run.pk] = CachedRun(
-            run.control_version, run.tasks, run.ti_ids, run.tries, dirty, handoffs or {}
-        )
+        self._runs[run.pk] = CachedRun.of(run, dirty, handoffs or {})
         self._tasks += len(run.tasks)
         while self._tasks > self._max_tasks and len(self._runs) > 1:
             _, evicted = self._runs.popitem(last=False)
-            self._tasks -= len(evicted.tasks)
+            self._tasks -= len(evicted.keys)
 
     def handoffs(self, run_pk: int) -> dict[str, str] | None:
         """The hand-offs the leader wrote for a known run in this term; None for a run it does not
@@ -75,7 +93,7 @@ class RunCache:
     def drop(self, run_pk: int) -> None:
         entry = self._runs.pop(run_pk, None)
         if entry is not None:
-            self._tasks -= len(entry.tasks)
+            self._tasks -= len(entry.keys)
 
     def clear(self) -> None:
         self._runs.clear()
@@ -86,11 +104,11 @@ class RunCache:
         (``fresh.changed`` names them). The cache entry must exist and match the control version."""
         entry = self._runs[fresh.pk]
         self._runs.move_to_end(fresh.pk)
-        tasks = dict(entry.tasks)
+        tasks = dict(zip(entry.keys, entry.snapshots, strict=True))
         tasks.update(fresh.tasks)
-        ti_ids = dict(entry.ti_ids)
+        ti_ids = dict(zip(entry.keys, entry.ti_ids, strict=True))
         ti_ids.update(fresh.ti_ids)
-        tries = dict(entry.tries)
+        tries = dict(zip(entry.keys, entry.tries, strict=True))
         tries.update(fresh.tries)
         fresh.tasks, fresh.ti_ids, fresh.tries = tasks, ti_ids, tries
         return fresh

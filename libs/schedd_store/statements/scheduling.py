@@ -33,8 +33,9 @@ _TI_FIELDS = (
 #: one round trip (a run without task instances yet comes back as one row with NULL task columns):
 #: the run with the oldest logical date, whatever its size (so every run is reached), and then the
 #: smallest runs whose task counts add up to at most :budget (so a flood of large runs never holds
-#: back a small one for more than one pass). Every row also carries ``deferred``: the unfinished runs
-#: among :run_pks left for a later pass.
+#: back a small one for more than one pass). The first row alone carries ``deferred``: the unfinished
+#: runs among :run_pks left for a later pass (on every row, a pass over thousands of task instances
+#: decoded that list thousands of times).
 LOCK_RUNS_AND_LOAD_TASKS = _sql(
     "WITH candidates AS ("
     "  SELECT r.id, v.task_count, row_number() OVER (ORDER BY r.logical_date, r.id) AS age "
@@ -43,12 +44,16 @@ LOCK_RUNS_AND_LOAD_TASKS = _sql(
     "), ranked AS ("
     "  SELECT id, age, task_count, "
     "  sum(task_count) FILTER (WHERE age > 1) OVER (ORDER BY task_count, age) AS upto FROM candidates"
-    "), chosen AS (SELECT id FROM ranked WHERE age = 1 OR upto - task_count < :budget) "
-    f"SELECT {_RUN_FIELDS}, "
+    "), chosen AS (SELECT id FROM ranked WHERE age = 1 OR upto - task_count < :budget), "
+    # The runs' columns are read where they are locked: the versions the locks found.
+    f"locked AS MATERIALIZED (SELECT {_RUN_FIELDS} "
+    "  FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id "
+    "  WHERE r.id IN (SELECT id FROM chosen) AND r.state IN ('queued', 'running') "
+    "  ORDER BY r.id FOR UPDATE OF r) "
+    "SELECT l.*, CASE WHEN row_number() OVER (ORDER BY l.run_pk, ti.id) = 1 THEN "
     "(SELECT array_agg(k.id) FROM ranked k WHERE k.age > 1 AND k.upto - k.task_count >= :budget) "
-    f"AS deferred, {_TI_FIELDS} "
-    "FROM dag_runs r JOIN dags d ON d.dag_id = r.dag_id LEFT JOIN task_instances ti ON ti.run_pk = r.id "
-    "WHERE r.id IN (SELECT id FROM chosen) AND r.state IN ('queued', 'running') ORDER BY r.id FOR UPDATE OF r"
+    f"END AS deferred, {_TI_FIELDS} "
+    "FROM locked l LEFT JOIN task_instances ti ON ti.run_pk = l.run_pk ORDER BY l.run_pk"
 )
 
 #: Locks the unfinished runs among :run_pks and reads the task instances among :ti_ids of each (a run
