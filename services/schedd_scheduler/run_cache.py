@@ -13,9 +13,11 @@ run timeout failing running attempts) is guarded, so its shortfall rolls the pas
 is read in full. Entries are dropped when their run ends and when a pass over them fails; the
 cache holds at most ``max_tasks`` task instances, dropping the runs used longest ago.
 
-At rest an entry is compact (parallel tuples and arrays, the snapshots and task keys shared between
-runs: about 40 bytes a task instance, ``tests/unit/test_run_cache.py``); a pass gets dictionaries
-built from it by :meth:`RunCache.merge`.
+The runs used most recently (``hot_tasks`` task instances) are kept as the dictionaries a pass
+plans with, so a pass over them copies them as it always did; the others are compacted (parallel
+tuples and arrays, the snapshots and task keys shared between runs: about 40 bytes a task instance
+instead of about 140, ``tests/unit/test_run_cache.py``) and turned back into dictionaries by the
+next pass that merges them.
 """
 
 from __future__ import annotations
@@ -23,43 +25,80 @@ from __future__ import annotations
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from schedd_core.planner import TaskSnapshot
 from schedd_store.planning_reads import PlanningRun
+
+#: Task instances kept as dictionaries, in the runs used most recently.
+HOT_TASKS = 10_000
+
+_Maps = tuple[dict[str, TaskSnapshot], dict[str, int], dict[str, int]]
+
+
+class _Compact(NamedTuple):
+    """A cooled run's task instances: the keys, and in the same order their snapshots, ids and tries."""
+
+    keys: tuple[str, ...]
+    snapshots: tuple[TaskSnapshot, ...]
+    ti_ids: array[int]
+    tries: array[int]
 
 
 @dataclass
 class CachedRun:
     control_version: int
-    #: The task instance keys, and in the same order their snapshots, ids and try numbers.
-    keys: tuple[str, ...]
-    snapshots: tuple[TaskSnapshot, ...]
-    ti_ids: array[int]
-    tries: array[int]
+    #: The task instances as a pass plans with them (by key); None once the run cooled.
+    maps: _Maps | None
     #: Task instances the leader wrote in the last pass over the run: read again before planning it.
     dirty: set[int] = field(default_factory=set)
     #: The successor hand-offs the leader wrote for the run in this term: source key -> target key.
     handoffs: dict[str, str] = field(default_factory=dict)
+    compact: _Compact | None = None
 
-    @classmethod
-    def of(cls, run: PlanningRun, dirty: set[int], handoffs: dict[str, str]) -> CachedRun:
-        keys = tuple(run.tasks)
-        return cls(
-            run.control_version,
+    def __len__(self) -> int:
+        if self.maps is not None:
+            return len(self.maps[0])
+        assert self.compact is not None
+        return len(self.compact.keys)
+
+    def cool(self) -> None:
+        """Keep the task instances compactly (idempotent)."""
+        if self.maps is None:
+            return
+        tasks, ti_ids, tries = self.maps
+        keys = tuple(tasks)
+        self.compact = _Compact(
             keys,
-            tuple(run.tasks.values()),
-            array("q", [run.ti_ids[k] for k in keys]),
-            array("i", [run.tries[k] for k in keys]),  # try_number is an int4
-            dirty,
-            handoffs,
+            tuple(tasks.values()),
+            array("q", [ti_ids[k] for k in keys]),
+            array("i", [tries[k] for k in keys]),  # try_number is an int4
+        )
+        self.maps = None
+
+    def copies(self) -> _Maps:
+        """New dictionaries of the task instances, for a pass to overlay."""
+        if self.maps is not None:
+            tasks, ti_ids, tries = self.maps
+            return dict(tasks), dict(ti_ids), dict(tries)
+        c = self.compact
+        assert c is not None
+        return (
+            dict(zip(c.keys, c.snapshots, strict=True)),
+            dict(zip(c.keys, c.ti_ids, strict=True)),
+            dict(zip(c.keys, c.tries, strict=True)),
         )
 
 
 class RunCache:
-    def __init__(self, max_tasks: int = 50_000) -> None:
+    def __init__(self, max_tasks: int = 50_000, hot_tasks: int = HOT_TASKS) -> None:
         self._runs: OrderedDict[int, CachedRun] = OrderedDict()
         self._tasks = 0
         self._max_tasks = max_tasks
+        #: The runs kept as dictionaries, used longest ago first, with their sizes.
+        self._hot: OrderedDict[int, int] = OrderedDict()
+        self._hot_tasks = 0
+        self._max_hot = hot_tasks
 
     def __contains__(self, run_pk: int) -> bool:
         return run_pk in self._runs
@@ -71,11 +110,20 @@ class RunCache:
         """Remember ``run`` as planned (its task instances as read), with the ones just written and
         the hand-offs in place."""
         self.drop(run.pk)
-        self._runs[run.pk] = CachedRun.of(run, dirty, handoffs or {})
-        self._tasks += len(run.tasks)
+        size = len(run.tasks)
+        self._runs[run.pk] = CachedRun(
+            run.control_version, (run.tasks, run.ti_ids, run.tries), dirty, handoffs or {}
+        )
+        self._tasks += size
+        self._hot[run.pk] = size
+        self._hot_tasks += size
         while self._tasks > self._max_tasks and len(self._runs) > 1:
-            _, evicted = self._runs.popitem(last=False)
-            self._tasks -= len(evicted.keys)
+            pk, evicted = self._runs.popitem(last=False)
+            self._uncount(pk, len(evicted))
+        while self._hot_tasks > self._max_hot and len(self._hot) > 1:
+            pk, size = self._hot.popitem(last=False)
+            self._hot_tasks -= size
+            self._runs[pk].cool()
 
     def handoffs(self, run_pk: int) -> dict[str, str] | None:
         """The hand-offs the leader wrote for a known run in this term; None for a run it does not
@@ -93,22 +141,29 @@ class RunCache:
     def drop(self, run_pk: int) -> None:
         entry = self._runs.pop(run_pk, None)
         if entry is not None:
-            self._tasks -= len(entry.keys)
+            self._uncount(run_pk, len(entry))
+
+    def _uncount(self, run_pk: int, size: int) -> None:
+        """Take a run no longer kept off the counts."""
+        self._tasks -= size
+        hot = self._hot.pop(run_pk, None)
+        if hot is not None:
+            self._hot_tasks -= hot
 
     def clear(self) -> None:
         self._runs.clear()
         self._tasks = 0
+        self._hot.clear()
+        self._hot_tasks = 0
 
     def merge(self, fresh: PlanningRun) -> PlanningRun:
         """The run as planning needs it: the cached task instances, overlaid with those just read
         (``fresh.changed`` names them). The cache entry must exist and match the control version."""
         entry = self._runs[fresh.pk]
         self._runs.move_to_end(fresh.pk)
-        tasks = dict(zip(entry.keys, entry.snapshots, strict=True))
+        tasks, ti_ids, tries = entry.copies()
         tasks.update(fresh.tasks)
-        ti_ids = dict(zip(entry.keys, entry.ti_ids, strict=True))
         ti_ids.update(fresh.ti_ids)
-        tries = dict(zip(entry.keys, entry.tries, strict=True))
         tries.update(fresh.tries)
         fresh.tasks, fresh.ti_ids, fresh.tries = tasks, ti_ids, tries
         return fresh

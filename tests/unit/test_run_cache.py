@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import tracemalloc
 
+import pytest
+
 from schedd_core.planner import TaskSnapshot
 from schedd_core.states import TaskState
 from schedd_scheduler.run_cache import RunCache
@@ -32,13 +34,17 @@ def _changes(pk: int, **states: TaskSnapshot) -> PlanningRun:
     return fresh
 
 
-def test_a_merge_gives_back_what_was_kept_overlaid_with_the_changes() -> None:
-    cache = RunCache()
+@pytest.mark.parametrize("cooled", [False, True])
+def test_a_merge_gives_back_what_was_kept_overlaid_with_the_changes(cooled: bool) -> None:
+    cache = RunCache(hot_tasks=3)
     kept = _run(7, 3)
     kept.tasks["t1"] = TaskSnapshot(TaskState.SUCCESS, follow=frozenset({"x"}))
     cache.keep(kept, dirty={2})
+    if cooled:
+        cache.keep(_run(8, 1), dirty=set())  # past the hot bound: 7 is compacted
     entry = cache.get(7)
     assert entry is not None and entry.dirty == {2}
+    assert (entry.maps is None) is cooled
     merged = cache.merge(_changes(7, t2=TaskSnapshot(TaskState.RUNNING)))
     assert merged.tasks == {
         "t0": QUEUED,
@@ -47,6 +53,23 @@ def test_a_merge_gives_back_what_was_kept_overlaid_with_the_changes() -> None:
     }
     assert merged.ti_ids == {"t0": 1, "t1": 2, "t2": 1002}
     assert merged.tries == {"t0": 1, "t1": 1, "t2": 2}
+    # What was kept is not changed by a merge (a pass that fails leaves it as it was).
+    assert cache.merge(_changes(7)).tasks["t2"] == QUEUED
+
+
+def test_the_runs_used_most_recently_stay_dictionaries() -> None:
+    cache = RunCache(hot_tasks=250)
+    for pk in (1, 2, 3, 4):
+        cache.keep(_run(pk, 100), dirty=set())
+    hot = {pk for pk in (1, 2, 3, 4) if cache.get(pk).maps is not None}  # type: ignore[union-attr]
+    assert hot == {3, 4}
+    cache.keep(cache.merge(_changes(1)), dirty=set())  # used again: hot, and 3 cools
+    hot = {pk for pk in (1, 2, 3, 4) if cache.get(pk).maps is not None}  # type: ignore[union-attr]
+    assert hot == {1, 4}
+    cache.drop(4)
+    cache.keep(_run(5, 100), dirty=set())
+    hot = {pk for pk in (1, 2, 3, 5) if cache.get(pk).maps is not None}  # type: ignore[union-attr]
+    assert hot == {1, 5}
 
 
 def test_the_runs_used_longest_ago_go_first_past_the_bound() -> None:
@@ -80,9 +103,9 @@ def test_written_task_instances_and_hand_offs_stay_with_their_run() -> None:
 
 
 def test_a_kept_task_instance_costs_a_few_dozen_bytes() -> None:
-    """At rest an entry is parallel tuples and arrays whose snapshots and keys are shared: 100k
-    task instances in dictionaries of their own took the leader from 64 to 77 MB."""
-    cache = RunCache(max_tasks=1_000_000)
+    """A cooled entry is parallel tuples and arrays whose snapshots and keys are shared: 100k task
+    instances in dictionaries of their own took the leader from 64 to 77 MB."""
+    cache = RunCache(max_tasks=1_000_000, hot_tasks=100)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
