@@ -56,6 +56,7 @@ class AttemptExecutor:
         self,
         *,
         python_workers: int,
+        python_warm: int | None = None,
         kill_grace: float = 5.0,
         on_output: OutputSink | None = None,
         on_done: DoneSink,
@@ -66,7 +67,9 @@ class AttemptExecutor:
     ) -> None:
         """``environment`` is what every task process starts with and as whom it runs (default: the
         allowed part of this process's environment, as this process's user); ``secrets`` answers a
-        Python task's reads of variables and connections (without it, they are refused)."""
+        Python task's reads of variables and connections (without it, they are refused). Each Python
+        pool keeps ``python_warm`` processes while idle (default, and at most: ``python_workers``)."""
+        warm = python_workers if python_warm is None else min(python_warm, python_workers)
         self._secrets = secrets
         self._kill_grace = kill_grace
         self._environment = (
@@ -78,7 +81,11 @@ class AttemptExecutor:
         self.reaper = Reaper()
         self._pool = (
             PythonPool(
-                python_workers, kill_grace=kill_grace, reaper=self.reaper, environment=self._environment
+                python_workers,
+                warm=warm,
+                kill_grace=kill_grace,
+                reaper=self.reaper,
+                environment=self._environment,
             )
             if python_workers > 0
             else None
@@ -89,6 +96,7 @@ class AttemptExecutor:
                 bundles,
                 lambda path: PythonPool(
                     python_workers,
+                    warm=warm,
                     kill_grace=kill_grace,
                     reaper=self.reaper,
                     import_path=path,

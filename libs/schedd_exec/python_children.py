@@ -66,6 +66,9 @@ class Child:
         self.reap_task: asyncio.Task[None] | None = None
         #: Answers the running task's questions (``schedd_exec.task_channel``); None: none allowed.
         self.asker: Asker | None = None
+        #: When it last became idle (loop time), and the timer that may let it go then.
+        self.idle_since = 0.0
+        self.retire_timer: asyncio.TimerHandle | None = None
         self._out_closed = False
 
     def signal(self, sig: signal.Signals) -> None:
@@ -143,10 +146,16 @@ class ChildKeeper:
     _environment: TaskEnvironment
     _cwd: str
     _children: set[Child]
-    _idle: asyncio.Queue[Child | None]
+    _idle: asyncio.LifoQueue[Child | None]
     _background: set[asyncio.Task[Any]]
     _closed: bool
     _closed_event: asyncio.Event
+    #: Children at most; at least ``_warm`` are kept, the others go after ``_retire_after`` idle.
+    _size: int
+    _warm: int
+    _retire_after: float
+    #: Children being started (replacements and growth).
+    _starting: int
 
     def _spawn_task(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -265,12 +274,14 @@ class ChildKeeper:
         if child in self._children:
             self._children.discard(child)
             if not self._closed:
-                self._spawn_task(self._replace())
+                self._start_child()
         if child.reap_task is None:
             child.reap_task = self._spawn_task(self._reap(child, graceful))
         return child.reap_task
 
     async def _reap(self, child: Child, graceful: bool) -> None:
+        if child.retire_timer is not None:
+            child.retire_timer.cancel()
         try:
             if graceful and not child.exited.is_set() and child.proc.stdin is not None:
                 child.proc.stdin.close()  # EOF: the child exits after its current task
@@ -295,7 +306,48 @@ class ChildKeeper:
             # Runs as a task: it is done only after this returns, so close the output in a callback.
             asyncio.get_running_loop().call_soon(child.close_output_if_unused)
 
+    def _offer(self, child: Child) -> None:
+        """Make ``child`` idle. The idle are taken last-in first-out, so under a light load the
+        same few children run everything and the others idle long enough to be let go."""
+        loop = asyncio.get_running_loop()
+        self._idle.put_nowait(child)
+        child.idle_since = loop.time()
+        if child.retire_timer is None and len(self._children) > self._warm:
+            child.retire_timer = loop.call_later(self._retire_after, self._retire_if_idle, child)
+
+    def _retire_if_idle(self, child: Child) -> None:
+        """Let ``child`` go once it idled ``_retire_after`` while more than ``_warm`` remain (one
+        timer per child, moved on while the child keeps being used)."""
+        child.retire_timer = None
+        if self._closed or child not in self._children or child.busy or len(self._children) <= self._warm:
+            return  # a busy child looks again when it is offered next
+        left = child.idle_since + self._retire_after - asyncio.get_running_loop().time()
+        if left > 0:
+            child.retire_timer = asyncio.get_running_loop().call_later(left, self._retire_if_idle, child)
+            return
+        self._children.discard(child)  # no replacement; its stale idle entry is skipped when taken
+        child.kill_reason = "idle"
+        child.reap_task = self._spawn_task(self._reap(child, graceful=True))
+
+    def _grow(self) -> None:
+        """Start one more child if the pool is below its size counting those starting; for a task
+        that found no idle child (it takes whichever child is idle first)."""
+        if not self._closed and len(self._children) + self._starting < self._size:
+            self._start_child()
+
+    def _start_child(self) -> None:
+        """Start a child and add it to the pool (counted as starting from now on)."""
+        self._starting += 1
+        self._spawn_task(self._replace())
+
     async def _replace(self) -> None:
+        """Start a child and add it to the pool, retrying with backoff until the pool closes."""
+        try:
+            await self._start_one()
+        finally:
+            self._starting -= 1
+
+    async def _start_one(self) -> None:
         delay = 0.5
         while not self._closed:
             try:
@@ -311,5 +363,5 @@ class ChildKeeper:
                 self._discard(child, graceful=True)
             else:
                 self._children.add(child)
-                self._idle.put_nowait(child)
+                self._offer(child)
             return

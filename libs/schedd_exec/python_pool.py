@@ -1,10 +1,13 @@
 """A pool of warm Python child processes that run ``package.module:function`` tasks.
 
 Starting an interpreter per task costs 50-100 ms; a :class:`PythonPool` keeps
-``size`` long-lived children (``python -m schedd_exec.python_child``, see
+long-lived children (``python -m schedd_exec.python_child``, see
 :mod:`schedd_exec.python_child`) and hands each :meth:`PythonPool.run` call to an
 idle one over a pipe protocol (length-prefixed JSON; no pickle), so a no-op task
-costs a couple of pipe round trips.
+costs a couple of pipe round trips. It keeps ``warm`` children while idle and grows to ``size``
+under load: a task that finds no child idle starts one and takes whichever child is idle first (a
+finishing one or the new one); a child beyond ``warm`` that idles ``retire_after`` seconds is let
+go. The idle are taken last-in first-out, so a light load keeps to a few children.
 
 Guaranteed:
 
@@ -20,8 +23,8 @@ Guaranteed:
   at once, SIGKILL after ``kill_grace``): the task stops.
 * Every child that leaves the pool (timeout, death, cancellation, recycling
   after ``recycle_after`` tasks or when it reports damaged state) is replaced,
-  so the pool keeps its size; a replacement that fails to start is retried
-  with backoff.
+  so the pool never falls below ``warm``; a replacement that fails to start is retried
+  with backoff. It never has more than ``size`` children.
 * Output: fds 1 and 2 of a child are an unlinked temporary file owned by the
   pool, truncated before each task, so everything the task writes there
   (``print``, ``logging`` to stderr, C extensions, ``os.system``) is captured,
@@ -89,6 +92,9 @@ from schedd_exec.reaper import Reaper
 
 log = logging.getLogger(__name__)
 
+#: Seconds a child beyond the pool's ``warm`` ones may idle before it is let go.
+RETIRE_IDLE_AFTER = 60.0
+
 
 @dataclass(frozen=True)
 class PyOutcome:
@@ -113,7 +119,7 @@ class PoolClosedError(RuntimeError):
 
 
 class PythonPool(ChildKeeper):
-    """``size`` warm Python children; :meth:`run` runs one task in an idle one.
+    """Between ``warm`` and ``size`` Python children; :meth:`run` runs one task in an idle one.
 
     Use ``await pool.start()`` ... ``await pool.close()``, or ``async with``.
     Children run with the working directory the pool was created in (which is
@@ -128,6 +134,8 @@ class PythonPool(ChildKeeper):
         self,
         size: int,
         *,
+        warm: int | None = None,
+        retire_after: float = RETIRE_IDLE_AFTER,
         python: str = sys.executable,
         max_output_bytes: int = 64 * 1024,
         max_streamed_bytes: int = 8 * 1024 * 1024,
@@ -140,9 +148,15 @@ class PythonPool(ChildKeeper):
     ) -> None:
         if size < 1:
             raise ValueError("size must be at least 1")
+        warm = size if warm is None else warm
+        if not 1 <= warm <= size:
+            raise ValueError("warm must be at least 1 and at most size")
         if recycle_after < 1:
             raise ValueError("recycle_after must be at least 1")
         self._size = size
+        self._warm = warm
+        self._retire_after = retire_after
+        self._starting = 0
         self._python = python
         self._max_output_bytes = max_output_bytes
         self._max_streamed_bytes = max_streamed_bytes
@@ -156,7 +170,7 @@ class PythonPool(ChildKeeper):
         )
         self._cwd = os.getcwd()
         self._children: set[Child] = set()
-        self._idle: asyncio.Queue[Child | None] = asyncio.Queue()
+        self._idle: asyncio.LifoQueue[Child | None] = asyncio.LifoQueue()
         self._background: set[asyncio.Task[Any]] = set()
         self._started = False
         self._closed = False
@@ -168,7 +182,7 @@ class PythonPool(ChildKeeper):
 
     @property
     def pids(self) -> list[int]:
-        """Pids of the children in the pool now (fewer than ``size`` while replacements start)."""
+        """Pids of the children in the pool now (``warm`` to ``size``; fewer while replacements start)."""
         return sorted(c.pid for c in self._children)
 
     async def __aenter__(self) -> PythonPool:
@@ -181,16 +195,16 @@ class PythonPool(ChildKeeper):
         await self.close()
 
     async def start(self) -> None:
-        """Start the children; raises (and leaves nothing running) if one cannot start."""
+        """Start the warm children; raises (and leaves nothing running) if one cannot start."""
         if self._started or self._closed:
             raise RuntimeError("the pool was already started")
         self._started = True
-        results = await asyncio.gather(*(self._spawn() for _ in range(self._size)), return_exceptions=True)
+        results = await asyncio.gather(*(self._spawn() for _ in range(self._warm)), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         for r in results:
             if isinstance(r, Child):
                 self._children.add(r)
-                self._idle.put_nowait(r)
+                self._offer(r)
         if errors:
             await self.close()
             raise errors[0]
@@ -329,7 +343,7 @@ class PythonPool(ChildKeeper):
                     else:
                         child.busy = False
                         child.pending = None
-                        self._idle.put_nowait(child)
+                        self._offer(child)
                     return outcome
             # Timed out or died: make sure the process group is gone before reading its output.
             if isinstance(reply, TimedOut):
@@ -357,6 +371,8 @@ class PythonPool(ChildKeeper):
 
     async def _acquire(self) -> Child:
         while True:
+            if self._idle.empty():
+                self._grow()
             child = await self._idle.get()
             if child is None:
                 self._idle.put_nowait(None)

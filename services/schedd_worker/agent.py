@@ -90,6 +90,7 @@ class WorkerAgent:
         )
         self.executor = AttemptExecutor(
             python_workers=config.python_workers or config.capacity,
+            python_warm=config.python_warm,
             kill_grace=config.kill_grace,
             on_output=self._output,
             on_done=self._done,

@@ -31,8 +31,11 @@ class WorkerConfig:
     kill_grace: float = 1.0
     #: Seconds a SIGTERM'd worker lets running tasks finish before handing them back.
     drain_grace: float = 60.0
-    #: Warm Python processes; 0 for as many as the capacity.
+    #: Python processes at most; 0 for as many as the capacity.
     python_workers: int = 0
+    #: Python processes kept warm while idle (at most ``python_workers``): the others start under
+    #: load and go after a minute idle (``schedd_exec.python_pool``).
+    python_warm: int = 1
     #: The metadata database, for transactional tasks only; empty: such tasks fail with a clear error.
     task_database_url: str = ""
     #: A token of role worker (``schedctl tokens create NAME --role worker``), sent on every stream.

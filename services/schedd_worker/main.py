@@ -122,6 +122,12 @@ def cli(
     python_workers: int = typer.Option(
         0, envvar="SCHEDD_PYTHON_WORKERS", min=0, help="0: as many as capacity"
     ),
+    python_warm: int = typer.Option(
+        1,
+        envvar="SCHEDD_PYTHON_WARM",
+        min=1,
+        help="warm Python processes kept while idle; more start under load, up to --python-workers",
+    ),
     task_database_url: str = typer.Option(
         "",
         envvar="SCHEDD_TASK_DATABASE_URL",
@@ -183,6 +189,7 @@ class WorkerOptions:
     kill_grace: float | None
     drain_grace: float
     python_workers: int
+    python_warm: int
     task_database_url: str
     token_file: str
     tls_ca: str
@@ -219,6 +226,7 @@ def worker_config(options: WorkerOptions) -> WorkerConfig:
         kill_grace=grace,
         drain_grace=options.drain_grace,
         python_workers=options.python_workers,
+        python_warm=options.python_warm,
         task_database_url=options.task_database_url,
         token=read_token(options.token_file),
         tls=client_tls(options.tls_ca, options.tls_cert, options.tls_key),
