@@ -48,12 +48,17 @@ class LeaseTiming:
     - ``ttl``: seconds etcd keeps the lease without keep-alives (whole seconds).
     - ``renew_deadline``: the holder steps down when no keep-alive succeeded for this long;
       ``ttl - renew_deadline`` is the safety margin for clock drift and delays.
-    - ``retry_period``: seconds between keep-alives.
+    - ``retry_period``: seconds between keep-alives; a broken keep-alive stream is tried again
+      after half of it. While etcd answers keep-alives more slowly than ``renew_deadline -
+      retry_period``, the holder's lease is not valid (it steps down; nothing unsafe). A
+      longer period does not slow a fail-over: etcd expires the lease ``ttl`` after the last
+      keep-alive it received, which is sooner the longer the period. What it costs is wake-ups
+      while idle: each keep-alive wakes the holder's lease thread, gRPC's threads and etcd.
     """
 
     ttl: int = 2
     renew_deadline: float = 1.4
-    retry_period: float = 0.4
+    retry_period: float = 0.5
 
     def __post_init__(self) -> None:
         if not (self.ttl > self.renew_deadline > self.retry_period > 0):

@@ -116,9 +116,13 @@ def cli(
     ),
     etcd_endpoints: str = typer.Option(..., envvar="SCHEDD_ETCD_ENDPOINTS", help="host:port[,host:port]"),
     identity: str = typer.Option("", envvar="SCHEDD_SCHEDULER_ID", help="default: hostname-pid"),
-    lease_ttl: int = typer.Option(2, envvar="SCHEDD_LEASE_TTL", help="seconds"),
-    renew_deadline: float = typer.Option(1.4, envvar="SCHEDD_RENEW_DEADLINE", help="seconds"),
-    retry_period: float = typer.Option(0.4, envvar="SCHEDD_RETRY_PERIOD", help="seconds"),
+    lease_ttl: int = typer.Option(LeaseTiming.ttl, envvar="SCHEDD_LEASE_TTL", help="seconds"),
+    renew_deadline: float = typer.Option(
+        LeaseTiming.renew_deadline, envvar="SCHEDD_RENEW_DEADLINE", help="seconds"
+    ),
+    retry_period: float = typer.Option(
+        LeaseTiming.retry_period, envvar="SCHEDD_RETRY_PERIOD", help="seconds between lease keep-alives"
+    ),
     metrics_listen: str = typer.Option("", envvar="SCHEDD_METRICS_LISTEN", help="[host:]port (loopback)"),
     zombie_threshold: float = typer.Option(
         30.0,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from schedd_telemetry import exposition
 
 
 class SchedulerMetrics:
@@ -42,6 +44,6 @@ class SchedulerMetrics:
         )
 
     def serve(self, address: str) -> None:
-        """Serve ``/metrics`` on ``host:port`` from a background thread."""
-        host, _, port = address.rpartition(":")
-        start_http_server(int(port), addr=host or "0.0.0.0", registry=self.registry)
+        """Serve ``/metrics`` on ``address`` from a background thread (``schedd_telemetry.exposition``:
+        an address without a host is the loopback interface, as for every service)."""
+        exposition.serve(self.registry, address)

@@ -11,7 +11,6 @@ from typing import Any
 from schedd_devstack.services import Cluster
 
 NOOP = "tests.benchmarks.noop:noop"
-FAST_LEASE = {"SCHEDD_LEASE_TTL": "2", "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
 
 
 def schedctl(cluster: Cluster, *args: str) -> str:

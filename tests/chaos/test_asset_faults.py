@@ -23,7 +23,7 @@ from tests.polling import wait_until
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
 TTL = 2
-FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
+FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4"}
 LIVENESS = TTL + 15.0
 REDIS_URL = "redis://127.0.0.1:6379/0"
 ASSET = "s3://lake/facts"

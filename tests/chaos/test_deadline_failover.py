@@ -23,7 +23,7 @@ from tests.polling import wait_until
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 
 TTL = 2
-FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
+FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4"}
 LIVENESS = TTL + 30.0
 #: How long to keep watching for a second delivery after the first one.
 QUIET = 3.0

@@ -30,7 +30,6 @@ FAST = {
     "SCHEDD_WORKER_LEASE_TTL": "2",
     "SCHEDD_LEASE_TTL": "2",
     "SCHEDD_RENEW_DEADLINE": "1.4",
-    "SCHEDD_RETRY_PERIOD": "0.3",
 }
 LIVENESS = 60.0
 DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}

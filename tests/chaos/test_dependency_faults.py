@@ -29,7 +29,6 @@ pytestmark = [pytest.mark.chaos, pytest.mark.e2e]
 FAST = {
     "SCHEDD_LEASE_TTL": "2",
     "SCHEDD_RENEW_DEADLINE": "1.4",
-    "SCHEDD_RETRY_PERIOD": "0.3",
     "SCHEDD_HEARTBEAT_INTERVAL": "0.5",
     "SCHEDD_WORKER_LEASE_TTL": "2",
 }

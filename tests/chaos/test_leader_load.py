@@ -26,7 +26,7 @@ def cluster(fresh_database_url: str, etcd_endpoints: str, tmp_path: Path) -> Ite
         etcd_endpoints,
         tmp_path / "logs",
         workers=1,
-        service_env={"SCHEDD_LEASE_TTL": "2", "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"},
+        service_env={"SCHEDD_LEASE_TTL": "2", "SCHEDD_RENEW_DEADLINE": "1.4"},
     )
     cluster.start()
     yield cluster

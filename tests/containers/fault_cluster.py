@@ -30,7 +30,7 @@ from tests.containers.engine import ETCD_IMAGE, POSTGRES_IMAGE, ROOT, SCHEDD_IMA
 from tests.polling import wait_until
 
 TTL = 2
-FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
+FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4"}
 PASSWORD = "fault-test"
 MARKS = "/marks"
 

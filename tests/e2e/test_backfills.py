@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.e2e]
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
 TTL = 2
-FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4", "SCHEDD_RETRY_PERIOD": "0.3"}
+FAST_LEASE = {"SCHEDD_LEASE_TTL": str(TTL), "SCHEDD_RENEW_DEADLINE": "1.4"}
 SETTLE = 120.0
 
 
