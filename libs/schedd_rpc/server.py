@@ -24,6 +24,13 @@ from schedd_rpc.tls import ServerTLS
 
 log = logging.getLogger(__name__)
 
+#: The shortest interval between a client's HTTP/2 pings that a server accepts, with or without calls
+#: and whether or not anything else moved on the connection. A worker pings its registry every 2 s
+#: to notice a frozen one (``schedd_worker.agent.REGISTRY_CHANNEL_OPTIONS``); gRPC's default (5 min
+#: without data, GOAWAY "too_many_pings" at the third ping) broke every idle worker's stream at its
+#: first idle heartbeat (``tests/integration/test_worker_pings.py``).
+MIN_CLIENT_PING_INTERVAL_MS = 1000
+
 #: Largest message a server receives by default (``SCHEDD_MAX_MESSAGE_BYTES``). gRPC refuses a
 #: larger one with RESOURCE_EXHAUSTED before any interceptor or handler runs, so before the token is
 #: looked up (``tests/security/test_message_size.py``). Large payloads (code bundles) are streamed.
@@ -51,6 +58,8 @@ def make_server(
             ("grpc.max_receive_message_length", max_receive_bytes),
             ("grpc.max_send_message_length", MAX_SEND_BYTES),
             ("grpc.so_reuseport", 0),
+            ("grpc.http2.min_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+            ("grpc.keepalive_permit_without_calls", 1),
         ],
     )
     register(server)

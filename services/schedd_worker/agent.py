@@ -56,7 +56,9 @@ log = logging.getLogger(__name__)
 #: Longest one step of shutting down (closing the stream, the executor) may take.
 SHUTDOWN_STEP_SECONDS = 5.0
 FINAL_ACK_WAIT = 10.0
-_CHANNEL_OPTIONS = [
+#: The worker's channel to its registry: HTTP/2 pings every 2 s, also between calls, notice a frozen
+#: or cut-off registry within 4 s (the registry's server accepts them: ``schedd_rpc.server``).
+REGISTRY_CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", WORKER_MAX_RECEIVE_BYTES),
     ("grpc.keepalive_time_ms", 2000),
     ("grpc.keepalive_timeout_ms", 2000),
@@ -178,8 +180,8 @@ class WorkerAgent:
     def _channel(self, registry: str) -> grpc.aio.Channel:
         tls = self._config.tls
         if tls is None:
-            return grpc.aio.insecure_channel(registry, options=_CHANNEL_OPTIONS)
-        return grpc.aio.secure_channel(registry, tls.credentials(), options=_CHANNEL_OPTIONS)
+            return grpc.aio.insecure_channel(registry, options=REGISTRY_CHANNEL_OPTIONS)
+        return grpc.aio.secure_channel(registry, tls.credentials(), options=REGISTRY_CHANNEL_OPTIONS)
 
     async def _connect_forever(self) -> None:
         backoff = Backoff(0.1, 5.0, jitter=0.5)
