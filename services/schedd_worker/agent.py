@@ -230,14 +230,16 @@ class WorkerAgent:
             free = cfg.capacity - len(self.executor.running)
             if free > 0:
                 outgoing.put_nowait(worker_pb2.WorkerMessage(credit=worker_pb2.Credit(slots=free)))
-        self._outgoing = outgoing
+        self._outgoing, self._received = outgoing, 0
         self._welcomed.clear()
-        self._received = 0
+        session_over = asyncio.Event()  # set when the stream ended: ``requests`` returns
 
         async def requests() -> AsyncIterator[worker_pb2.WorkerMessage]:
             while True:
                 # results ready together (a fan-out's tasks ending at once) go as one message
                 first = await outgoing.get()
+                if session_over.is_set():
+                    return  # so gRPC's task writing the stream ends (cancelling a broken call does not)
                 for message in stream_batches.drain(first, outgoing, "result", results_message):
                     yield message
 
@@ -254,6 +256,8 @@ class WorkerAgent:
             )
         finally:
             heartbeats.cancel()
+            session_over.set()
+            outgoing.put_nowait(worker_pb2.WorkerMessage())  # wakes ``requests`` to see it
             call.cancel()
             self._held.hand_back_all("the stream to the registry ended")
 

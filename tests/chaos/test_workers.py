@@ -525,6 +525,32 @@ def test_sigterm_lets_the_running_task_finish(make_cluster: MakeCluster, tmp_pat
     assert lost == 0
 
 
+def test_a_worker_that_reconnected_exits_without_errors(make_cluster: MakeCluster) -> None:
+    """A worker whose stream broke once (its registry restarted) and that is then stopped exits
+    cleanly. The broken session's messages were written by gRPC from an async generator that
+    outlived its stream, and at exit asyncio logged "Task exception was never retrieved" (closing
+    the generator mid-iteration) and "Task was destroyed but it is pending!"."""
+    cluster = make_cluster(workers=0)
+    worker = cluster.add_worker("reconnecting")
+    registry = cluster.registry
+    assert registry is not None
+
+    def connections() -> int:
+        return worker.log_tail().count("connected to registry as")
+
+    wait_until("the worker to connect", lambda: connections() >= 1, LIVENESS)
+    registry.terminate()
+    registry.start()
+    wait_until("the worker to connect again", lambda: connections() >= 2, LIVENESS)
+
+    worker.send_signal(signal.SIGTERM)
+    status = worker.wait_or_kill(10)
+    assert status == 0, worker.describe_failure(f"the worker exited with {status}")
+    assert "ERROR asyncio" not in worker.log_tail(), worker.describe_failure(
+        "the worker's exit logged errors"
+    )
+
+
 def test_sigterm_with_short_grace_hands_the_task_back(make_cluster: MakeCluster, tmp_path: Path) -> None:
     cluster = make_cluster(workers=0)
     drainee = cluster.add_worker("hasty", env={"SCHEDD_DRAIN_GRACE": "0.5"})
