@@ -26,8 +26,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _metrics_thread() -> threading.Thread:
-    threads = [t for t in threading.enumerate() if t.name == "metrics"]
+def _new_metrics_thread(before: set[threading.Thread]) -> threading.Thread:
+    """The metrics thread started since ``before`` (other tests of this process serve metrics too)."""
+    threads = [t for t in threading.enumerate() if t.name == "metrics" and t not in before]
     assert len(threads) == 1
     return threads[0]
 
@@ -53,8 +54,9 @@ def test_a_bare_port_serves_metrics_on_loopback_and_the_thread_sleeps_between_sc
     registry = CollectorRegistry()
     Counter("exposition_probe", "A counter to find in the scrape.", registry=registry).inc(3)
     port = _free_port()
+    existing = set(threading.enumerate())
     exposition.serve(registry, str(port))
-    thread = _metrics_thread()
+    thread = _new_metrics_thread(existing)
 
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert "exposition_probe_total 3.0" in body
