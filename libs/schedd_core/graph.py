@@ -10,8 +10,21 @@ from dataclasses import dataclass
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.mapping_spec import ExpandSource, expand_sources
 from schedd_core.retry import RetryPolicy
-from schedd_core.spec import downstream_map, upstream_map
 from schedd_core.triggers import TriggerRule
+
+
+def upstream_map(spec: pb.DagSpec) -> dict[str, set[str]]:
+    """task id -> ids of its direct upstream tasks."""
+    return {t.task_id: set(t.upstream) for t in spec.tasks}
+
+
+def downstream_map(spec: pb.DagSpec) -> dict[str, set[str]]:
+    """task id -> ids of its direct downstream tasks."""
+    result: dict[str, set[str]] = {t.task_id: set() for t in spec.tasks}
+    for t in spec.tasks:
+        for up in t.upstream:
+            result[up].add(t.task_id)
+    return result
 
 
 @dataclass(frozen=True)

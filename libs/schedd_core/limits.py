@@ -20,8 +20,8 @@ MIB = 1024 * KIB
 
 MAX_ID_CHARS = 250
 """Longest id of a DAG, task, pool or run, and longest param or env name. Enforced by
-``schedd_core.spec`` (``check_id`` and the spec's env names: the api, the SDK and schedctl) and the web
-UI's trigger form."""
+``schedd_core.identifiers.check_id`` and ``schedd_core.spec`` (the spec's env names: the api, the SDK
+and schedctl) and the web UI's trigger form."""
 
 MAX_ENROLLED_WORKER_ID_CHARS = 200
 """Longest worker id that may enroll (its token's name has a prefix). Enforced by

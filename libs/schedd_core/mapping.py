@@ -5,7 +5,7 @@ run; then the scheduler *expands* it into one task instance per combination of i
 arguments' elements, map indexes 0..n-1, and removes that placeholder (with no elements, the
 placeholder is skipped instead, as in Airflow). Everywhere a task instance is named, a mapped one is
 ``{task_id}[{map_index}]`` (its *key*); an unmapped one is its task id. Task ids cannot contain
-brackets (``schedd_core.spec.ID_PATTERN``), so a key is never ambiguous.
+brackets (``schedd_core.identifiers.ID_PATTERN``), so a key is never ambiguous.
 
 With several expanded arguments, instance ``i`` takes the combination at position ``i`` of their
 cartesian product, the last argument varying fastest (``itertools.product``'s order, as Airflow's

@@ -1,17 +1,15 @@
-"""Validation and identity of DAG specs.
+"""Validation of DAG specs, where they enter schedd (the api, the SDK's compiler).
 
 ``validate_spec`` rejects a malformed spec with an :class:`InvalidArgument`
-naming the offending field (``tasks[3].upstream[0]``). ``version_hash`` is the
-identity of a DAG version: the SHA-256 of the spec's deterministic protobuf
-serialisation with upstream lists sorted, so two specs that mean the same thing
-hash the same. It is stable for one protobuf schema; adding a field with a
-non-default value changes it, which is intended.
+naming the offending field (``tasks[3].upstream[0]``). It checks parameter schemas
+(jsonschema) and templates (Jinja), so it loads both; the services that only read
+stored specs (the registry, the scheduler) import ``schedd_core.identifiers``,
+``schedd_core.version_identity`` and ``schedd_core.graph`` instead, never this module.
 """
 
 from __future__ import annotations
 
 import graphlib
-import hashlib
 import re
 from collections.abc import Mapping
 
@@ -20,6 +18,8 @@ from schedd_core.assets import normalize_spec_assets
 from schedd_core.callback_spec import PYTHON_TARGET, check_callbacks, check_deadline
 from schedd_core.durations import check_duration
 from schedd_core.errors import InvalidArgument, quote
+from schedd_core.graph import upstream_map
+from schedd_core.identifiers import check_id
 from schedd_core.limits import (
     MAX_COMMAND_BYTES,
     MAX_CONCURRENCY,
@@ -40,21 +40,6 @@ from schedd_core.params import check_param_schemas
 from schedd_core.sensor_spec import check_sensor
 from schedd_core.templates import check_template
 from schedd_core.timetable_spec import timetable_of
-
-#: Ids of DAGs, tasks, pools and runs: letters, digits and ``_ - .``, starting with a letter or digit.
-ID_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{MAX_ID_CHARS - 1}}}")
-
-
-def check_id(field: str, value: str) -> None:
-    """Raise unless ``value`` is a valid schedd identifier (the message quotes at most 60 characters)."""
-    if not value:
-        raise InvalidArgument(field, "must not be empty")
-    if not ID_PATTERN.fullmatch(value):
-        raise InvalidArgument(
-            field,
-            f"{quote(value)} is not a valid id: use letters, digits, '_', '-' or '.', start with a letter or "
-            f"digit, at most {MAX_ID_CHARS} characters",
-        )
 
 
 def check_range(field: str, value: int, low: int, high: int) -> None:
@@ -246,45 +231,8 @@ def _result_references(where: str, python: pb.PythonCallable) -> list[tuple[str,
     return found
 
 
-def upstream_map(spec: pb.DagSpec) -> dict[str, set[str]]:
-    """task id -> ids of its direct upstream tasks."""
-    return {t.task_id: set(t.upstream) for t in spec.tasks}
-
-
-def downstream_map(spec: pb.DagSpec) -> dict[str, set[str]]:
-    """task id -> ids of its direct downstream tasks."""
-    result: dict[str, set[str]] = {t.task_id: set() for t in spec.tasks}
-    for t in spec.tasks:
-        for up in t.upstream:
-            result[up].add(t.task_id)
-    return result
-
-
 def _depth(order: list[str], graph: Mapping[str, set[str]]) -> int:
     level: dict[str, int] = {}
     for node in order:
         level[node] = 1 + max((level[u] for u in graph[node]), default=0)
     return max(level.values(), default=0)
-
-
-def canonical(spec: pb.DagSpec) -> pb.DagSpec:
-    """A copy of ``spec`` with order-insensitive lists (tasks, upstream ids, tags) sorted."""
-    copy = pb.DagSpec()
-    copy.CopyFrom(spec)
-    tasks = sorted(copy.tasks, key=lambda t: t.task_id)
-    del copy.tasks[:]
-    copy.tasks.extend(tasks)
-    for task in copy.tasks:
-        ups = sorted(set(task.upstream))
-        del task.upstream[:]
-        task.upstream.extend(ups)
-    tags = sorted(set(copy.tags))
-    del copy.tags[:]
-    copy.tags.extend(tags)
-    return copy
-
-
-def version_hash(spec: pb.DagSpec) -> str:
-    """The identity of a DAG version: 16 hex digits of SHA-256 over the canonical spec."""
-    data = canonical(spec).SerializeToString(deterministic=True)
-    return hashlib.sha256(data).hexdigest()[:16]

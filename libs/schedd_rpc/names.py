@@ -2,7 +2,7 @@
 ``backfills/{id}``.
 
 A task instance's key is its task id, or ``{task_id}[{map_index}]`` for an instance of a mapped task
-(``schedd_core.mapping``). Parsing a name also checks every id in it (``schedd_core.spec.check_id``)
+(``schedd_core.mapping``). Parsing a name also checks every id in it (``schedd_core.identifiers.check_id``)
 and a map index's form (decimal, no sign, no leading zero), so a malformed or absurdly long id is
 refused as INVALID_ARGUMENT naming the request field, before any lookup. Whether the key names an
 existing task instance is not checked here.
@@ -11,8 +11,8 @@ existing task instance is not checked here.
 from __future__ import annotations
 
 from schedd_core.errors import InvalidArgument, quote
+from schedd_core.identifiers import check_id
 from schedd_core.mapping import split_key
-from schedd_core.spec import check_id
 
 
 def dag_name(dag_id: str) -> str:

@@ -38,7 +38,7 @@ from typing import Any, overload
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
-from schedd_core.spec import check_id
+from schedd_core.identifiers import check_id
 from schedd_sdk import context
 from schedd_sdk.compile import compile_dag, validate_compiled
 from schedd_sdk.deadlines import DeadlineAlert

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, overload
 
 from schedd_core.errors import InvalidArgument
-from schedd_core.spec import check_id
+from schedd_core.identifiers import check_id
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError
 from schedd_sdk.options import Options

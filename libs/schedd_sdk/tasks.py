@@ -30,7 +30,7 @@ from typing import Any, TypeVar, Unpack
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument
-from schedd_core.spec import check_id
+from schedd_core.identifiers import check_id
 from schedd_core.triggers import TriggerRule
 from schedd_sdk.context import current_dag
 from schedd_sdk.errors import DagDefinitionError

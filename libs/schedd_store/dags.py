@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import NotFound, quote
 from schedd_core.request_key import RequestKey
-from schedd_core.spec import canonical, version_hash
+from schedd_core.version_identity import canonical, version_hash
 from schedd_store import assets, schedules, statements as sql
 from schedd_store.records import DagRecord, parse_spec
 from schedd_store.requests import claim_request, record_resource

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import InvalidArgument
+from schedd_core.identifiers import check_id
 from schedd_core.limits import MAX_CONCURRENCY
-from schedd_core.spec import check_id
 from schedd_store import channels, statements as sql
 
 

@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from schedd_auth.roles import ENROLL, ROLES, WORKER
 from schedd_auth.tokens import Token, matches, new_token
 from schedd_core.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied, quote
+from schedd_core.identifiers import check_id
 from schedd_core.limits import MAX_ENROLLED_WORKER_ID_CHARS
-from schedd_core.spec import check_id
 from schedd_store import statements as sql
 from schedd_store.requests import constraint_error
 

@@ -9,8 +9,9 @@ from schedd_core.assets import normalize_spec_assets
 from schedd_core.bundle_archive import check_sha256
 from schedd_core.errors import FailedPrecondition, NotFound
 from schedd_core.request_key import RequestKey
-from schedd_core.spec import canonical, validate_spec, version_hash
+from schedd_core.spec import validate_spec
 from schedd_core.timetable_spec import resolve_cron_semantics, schedule_key
+from schedd_core.version_identity import canonical, version_hash
 from schedd_store import bundles, dags, pools
 
 

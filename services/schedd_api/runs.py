@@ -14,10 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from schedd.v1 import api_pb2
 from schedd_core.clock import Clock
 from schedd_core.errors import InvalidArgument
+from schedd_core.identifiers import check_id
 from schedd_core.limits import check_conf_bytes
 from schedd_core.params import check_run_params
 from schedd_core.request_key import RequestKey
-from schedd_core.spec import check_id
 from schedd_core.states import RunType
 from schedd_store import dags, runs
 from schedd_store.records import RunRecord

@@ -121,7 +121,7 @@ async def serve(config: RegistryConfig) -> None:
     ]
     if config.metrics_listen:
         metrics.serve(config.metrics_listen)
-        background.append(asyncio.create_task(metrics.refresh(engine, dispatcher), name="metrics"))
+        metrics.read_at_scrape(engine, dispatcher, asyncio.get_running_loop())
     await server.start()
     await set_serving(health, SERVICES, True)
     log.info("registry %s listening on %s", config.identity, config.listen)

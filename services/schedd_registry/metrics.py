@@ -2,11 +2,16 @@
 queue holds (the signal autoscalers scale workers on), pool slots, how long tasks waited in their
 queue and how their attempts ended.
 
-Gauges read from PostgreSQL (queues, pools) are refreshed every few seconds by :meth:`refresh`
-and are the same on every registry (they describe the whole deployment: take one registry's, or
-the max, never the sum). Counters and histograms count what this registry did: the assignments
-it sent, and the results it applied (a result applied by another registry, or a repeated or
-stale report, is not counted here); sum them over registries. The ``dag`` label takes at most
+Gauges of the deployment (queues, pools) and of this registry's workers are read when a scrape
+asks for them (:class:`DeploymentGauges`, on the registry's event loop), never on a timer of their
+own: an unscraped registry reads nothing, and a scrape sees the store as it is at that moment. The
+deployment's gauges are the same on every registry (take one registry's, or the max, never the
+sum); a queue once seen stays listed, at 0 when it empties, so an autoscaler reads 0 rather than
+nothing. A scrape while the store is unreachable answers without them (the worker gauges still).
+
+Counters and histograms count what this registry did: the assignments it sent, and the results it
+applied (a result applied by another registry, or a repeated or stale report, is not counted here);
+sum them over registries. The ``dag`` label takes at most
 :data:`DAG_LABELS` distinct values per process; results of later DAGs count under ``_other``.
 """
 
@@ -17,18 +22,21 @@ import logging
 import time
 from collections.abc import Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
 from schedd_registry.dispatcher import Dispatcher
 from schedd_store import pools
-from schedd_store.queue_loads import queue_loads
+from schedd_store.queue_loads import QueueLoad, queue_loads
 from schedd_telemetry import exposition
 from schedd_telemetry.labels import BoundedLabel
 
 log = logging.getLogger(__name__)
 
+#: Longest a scrape waits for the registry's gauges, in seconds.
+SCRAPE_TIMEOUT = 5.0
 #: Most distinct values of the ``dag`` label.
 DAG_LABELS = 100
 #: Seconds; from a task picked up at once to one that waited an hour for a slot.
@@ -47,24 +55,6 @@ class RegistryMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.queue_depth = Gauge(
-            "schedd_queue_depth", "Task instances queued, by queue.", ["queue"], registry=r
-        )
-        self.queue_running = Gauge(
-            "schedd_queue_running", "Attempts running, by queue.", ["queue"], registry=r
-        )
-        self.queue_demand = Gauge(
-            "schedd_queue_demand",
-            "Task instances queued plus attempts running, by queue: the slots the queue could use now "
-            "(desired workers = ceil(demand / slots per worker)).",
-            ["queue"],
-            registry=r,
-        )
-        self.pool_slots = Gauge(
-            "schedd_pool_slots", "Slots of each pool, used and free.", ["pool", "state"], registry=r
-        )
-        self.workers = Gauge("schedd_registry_workers", "Workers connected to this registry.", registry=r)
-        self.free_slots = Gauge("schedd_registry_free_slots", "Unspent worker credits.", registry=r)
         self.assigned = Counter("schedd_registry_assignments", "Assignments sent to workers.", registry=r)
         self.handed_off = Counter(
             "schedd_registry_handoffs",
@@ -117,32 +107,79 @@ class RegistryMetrics:
             seconds = (result.end_time.ToDatetime() - result.start_time.ToDatetime()).total_seconds()
             self.duration.labels(dag=dag).observe(max(seconds, 0.0))
 
-    async def refresh(self, engine: AsyncEngine, dispatcher: Dispatcher, interval: float = 5.0) -> None:
-        """Refresh the gauges every ``interval`` seconds (metrics only; nothing waits on this)."""
-        known_queues: set[str] = set()
-        known_pools: set[str] = set()
-        while True:
-            try:
-                loads = await queue_loads(engine)
-                for queue in known_queues - set(loads):
-                    for gauge in (self.queue_depth, self.queue_running, self.queue_demand):
-                        gauge.labels(queue=queue).set(0)
-                for queue, load in loads.items():
-                    self.queue_depth.labels(queue=queue).set(load.queued)
-                    self.queue_running.labels(queue=queue).set(load.running)
-                    self.queue_demand.labels(queue=queue).set(load.demand)
-                known_queues |= set(loads)
-                listed = {p.name: p for p in await pools.list_pools(engine)}
-                for name in known_pools - set(listed):
-                    self.pool_slots.remove(name, "used")
-                    self.pool_slots.remove(name, "free")
-                for name, pool in listed.items():
-                    self.pool_slots.labels(pool=name, state="used").set(pool.used)
-                    self.pool_slots.labels(pool=name, state="free").set(max(pool.slots - pool.used, 0))
-                known_pools = set(listed)
-                sessions = dispatcher.sessions
-                self.workers.set(len(sessions))
-                self.free_slots.set(sum(s.credits for s in sessions))
-            except Exception as exc:
-                log.warning("metrics refresh failed: %s", exc)
-            await asyncio.sleep(interval)
+    def read_at_scrape(
+        self, engine: AsyncEngine, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Serve the deployment's and the workers' gauges, read from ``engine`` and ``dispatcher`` on
+        ``loop`` when scraped."""
+        self.registry.register(DeploymentGauges(engine, dispatcher, loop))
+
+
+class DeploymentGauges:
+    """A collector whose figures are read when scraped (see the module docstring).
+
+    ``collect`` runs in the metrics server's thread; the reads run on the registry's event loop, so
+    the dispatcher's sessions are read on the thread that changes them. A scrape waits at most
+    :data:`SCRAPE_TIMEOUT` seconds and answers without these gauges when that is not enough."""
+
+    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop) -> None:
+        self._engine = engine
+        self._dispatcher = dispatcher
+        self._loop = loop
+        #: Queues seen so far: listed at 0 once empty. Changed on the event loop only.
+        self._known_queues: set[str] = set()
+
+    def describe(self) -> list[Metric]:
+        return list(_families().values())
+
+    def collect(self) -> list[Metric]:
+        future = asyncio.run_coroutine_threadsafe(self._read(), self._loop)
+        try:
+            return future.result(timeout=SCRAPE_TIMEOUT)
+        except Exception as exc:  # the loop too busy for the scrape's patience, or gone at exit
+            future.cancel()
+            log.warning("metrics: registry gauges not read (%s)", type(exc).__name__)
+            return []
+
+    async def _read(self) -> list[Metric]:
+        families = _families()
+        sessions = self._dispatcher.sessions
+        families["workers"].add_metric([], len(sessions))
+        families["free_slots"].add_metric([], sum(s.credits for s in sessions))
+        try:
+            loads = await queue_loads(self._engine)
+            listed = await pools.list_pools(self._engine)
+        except Exception as exc:
+            log.warning("metrics: queue and pool gauges not read: %s", exc)
+            return [families["workers"], families["free_slots"]]
+        self._known_queues |= set(loads)
+        for queue in sorted(self._known_queues):
+            load = loads.get(queue, QueueLoad(0, 0))
+            families["depth"].add_metric([queue], load.queued)
+            families["running"].add_metric([queue], load.running)
+            families["demand"].add_metric([queue], load.demand)
+        for pool in listed:
+            families["pool_slots"].add_metric([pool.name, "used"], pool.used)
+            families["pool_slots"].add_metric([pool.name, "free"], max(pool.slots - pool.used, 0))
+        return list(families.values())
+
+
+def _families() -> dict[str, GaugeMetricFamily]:
+    """The gauges :class:`DeploymentGauges` serves, without samples."""
+    return {
+        "depth": GaugeMetricFamily(
+            "schedd_queue_depth", "Task instances queued, by queue.", labels=["queue"]
+        ),
+        "running": GaugeMetricFamily("schedd_queue_running", "Attempts running, by queue.", labels=["queue"]),
+        "demand": GaugeMetricFamily(
+            "schedd_queue_demand",
+            "Task instances queued plus attempts running, by queue: the slots the queue could use now "
+            "(desired workers = ceil(demand / slots per worker)).",
+            labels=["queue"],
+        ),
+        "pool_slots": GaugeMetricFamily(
+            "schedd_pool_slots", "Slots of each pool, used and free.", labels=["pool", "state"]
+        ),
+        "workers": GaugeMetricFamily("schedd_registry_workers", "Workers connected to this registry."),
+        "free_slots": GaugeMetricFamily("schedd_registry_free_slots", "Unspent worker credits."),
+    }

@@ -27,9 +27,9 @@ from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
 from schedd_core.clock import Clock, SystemClock
 from schedd_core.errors import InvalidArgument, PermissionDenied
+from schedd_core.identifiers import check_id
 from schedd_core.limits import MAX_LOG_CHUNK_BYTES
 from schedd_core.permits import AttemptWindows
-from schedd_core.spec import check_id
 from schedd_registry.bundles import stream_bundle
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher

@@ -17,7 +17,7 @@ from google.protobuf import json_format
 
 from schedctl.specfile import SpecFileError, load_spec, load_specs
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.spec import version_hash
+from schedd_core.version_identity import version_hash
 from schedd_sdk import (
     DAG,
     Callback,

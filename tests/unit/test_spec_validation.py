@@ -14,7 +14,8 @@ from hypothesis import given, settings, strategies as st
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import InvalidArgument, ScheddError, quote
-from schedd_core.spec import check_id, validate_spec
+from schedd_core.identifiers import check_id
+from schedd_core.spec import validate_spec
 from tests.unit.helpers import dag, dag_specs, task
 
 

@@ -12,7 +12,7 @@ from google.protobuf.struct_pb2 import Struct
 from hypothesis import given, settings, strategies as st
 
 from schedd.v1 import resources_pb2 as pb
-from schedd_core.spec import canonical, version_hash
+from schedd_core.version_identity import canonical, version_hash
 from tests.unit.helpers import dag, dag_specs, task
 
 
@@ -201,7 +201,7 @@ def test_adding_an_edge_changes_the_hash(spec: pb.DagSpec) -> None:
 
 def test_task_order_does_not_change_the_hash() -> None:
     from schedd.v1 import resources_pb2 as pb
-    from schedd_core.spec import version_hash
+    from schedd_core.version_identity import version_hash
 
     a = pb.TaskSpec(task_id="a", shell=pb.ShellCommand(command="true"))
     b = pb.TaskSpec(task_id="b", upstream=["a"], shell=pb.ShellCommand(command="true"))
