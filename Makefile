@@ -29,10 +29,10 @@ lint: $(STAMP)
 	PYTHONPATH="$(CURDIR)/libs:$(CURDIR)/services:$(CURDIR)/devtools" $(VENV)/bin/lint-imports
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=30
 
 test-chaos: $(STAMP)
-	$(PY) -m pytest -q -m chaos
+	$(PY) -m pytest -q -m chaos --durations=30
 
 # A random mix of faults against a steady load (not in CI): make soak SOAK_ARGS="--minutes 10 --seed 42"
 soak: $(STAMP)

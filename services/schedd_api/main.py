@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 
 import grpc
 import typer
+import uvloop
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, assets_pb2, secrets_pb2
@@ -226,7 +226,7 @@ def cli(
             ("SCHEDD_DATABASE_URL", "SCHEDD_BOOTSTRAP_TOKEN", "SCHEDD_ETCD_PASSWORD"),
             {"--database-url": "SCHEDD_DATABASE_URL"},
         )
-        asyncio.run(serve(config))
+        uvloop.run(serve(config))
     except (InvalidArgument, EtcdAuthFailed, ValueError) as exc:
         typer.echo(f"schedd-api: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import grpc
 import typer
+import uvloop
 
 from schedd.v1 import secrets_pb2, worker_pb2
 from schedd_auth.secret_backends import backends_from_env
@@ -194,7 +195,7 @@ def cli(
             ("SCHEDD_DATABASE_URL", "SCHEDD_ETCD_PASSWORD"),
             {"--database-url": "SCHEDD_DATABASE_URL"},
         )
-        asyncio.run(serve(config))
+        uvloop.run(serve(config))
     except InvalidArgument as exc:
         typer.echo(f"schedd-registry: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -182,6 +182,8 @@ def cli(
     config = scheduler_config(SchedulerOptions(**locals()))
     protect_secrets("schedd-scheduler", SECRET_VARIABLES, SECRET_FLAGS)
     try:
+        # asyncio's loop, not uvloop's: a local executor spawns task processes, and uvloop spawns with fork(),
+        # which runs gRPC's fork handlers in the child (shell tasks died of SIGSEGV under load).
         asyncio.run(serve(config))
     except Unavailable as exc:
         typer.echo(f"schedd-scheduler: {exc}", err=True)

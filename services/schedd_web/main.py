@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import ssl
 
 import typer
+import uvloop
 from aiohttp import web
 
 from schedd_core.errors import InvalidArgument
@@ -76,7 +76,7 @@ def cli(
     setup_telemetry("schedd-web", log_level)
     try:
         config = WebConfig.from_env(os.environ, listen=listen, api=api, metrics_listen=metrics_listen)
-        asyncio.run(serve(config))
+        uvloop.run(serve(config))
     except (InvalidArgument, ValueError) as exc:
         typer.echo(f"schedd-web: {exc}", err=True)
         raise typer.Exit(2) from None

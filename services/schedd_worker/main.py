@@ -170,6 +170,8 @@ def cli(
     # The parameters of this function are exactly the fields of WorkerOptions.
     config = worker_config(WorkerOptions(**locals()))
     try:
+        # asyncio's loop, not uvloop's: the worker spawns task processes, and uvloop spawns with fork(),
+        # which runs gRPC's fork handlers in the child (shell tasks died of SIGSEGV under load).
         asyncio.run(serve(config))
     except (EtcdAuthFailed, BundleCacheUnsafe) as exc:
         typer.echo(f"schedd-worker: {exc}", err=True)
