@@ -1,6 +1,7 @@
 """The Prometheus series schedd's services expose, read from their metric definitions
 (``services/*/metrics.py``: every ``Counter``, ``Gauge``, ``Histogram`` and ``Summary`` created
-with a literal name), and a check that PromQL written elsewhere (the dashboard, the autoscalers)
+with a literal name, and every ``GaugeMetricFamily`` and ``CounterMetricFamily`` a collector yields
+at scrape time), and a check that PromQL written elsewhere (the dashboard, the autoscalers)
 names only those series.
 """
 
@@ -18,6 +19,8 @@ _SUFFIXES = {
     "Gauge": ("",),
     "Histogram": ("_bucket", "_sum", "_count", "_created"),
     "Summary": ("", "_sum", "_count", "_created"),
+    "GaugeMetricFamily": ("",),
+    "CounterMetricFamily": ("_total", "_created"),
 }
 _SERIES = re.compile(r"\bschedd_[a-z0-9_]*[a-z0-9]\b")
 
@@ -32,7 +35,7 @@ def exposed_series() -> frozenset[str]:
             kind = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
             first = node.args[0]
             if kind in _SUFFIXES and isinstance(first, ast.Constant) and isinstance(first.value, str):
-                base = first.value.removesuffix("_total") if kind == "Counter" else first.value
+                base = first.value.removesuffix("_total") if kind.startswith("Counter") else first.value
                 names.update(base + suffix for suffix in _SUFFIXES[kind])
     return frozenset(names)
 
