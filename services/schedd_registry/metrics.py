@@ -133,10 +133,15 @@ class DeploymentGauges:
         return list(_families().values())
 
     def collect(self) -> list[Metric]:
-        future = asyncio.run_coroutine_threadsafe(self._read(), self._loop)
+        reading = self._read()
+        try:
+            future = asyncio.run_coroutine_threadsafe(reading, self._loop)
+        except RuntimeError:  # the loop is closed: the registry is exiting
+            reading.close()
+            return []
         try:
             return future.result(timeout=SCRAPE_TIMEOUT)
-        except Exception as exc:  # the loop too busy for the scrape's patience, or gone at exit
+        except Exception as exc:  # the loop too busy for the scrape's patience
             future.cancel()
             log.warning("metrics: registry gauges not read (%s)", type(exc).__name__)
             return []

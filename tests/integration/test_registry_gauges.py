@@ -84,3 +84,14 @@ async def test_a_scrape_while_the_store_is_unreachable_answers_with_the_worker_g
         await unreachable.dispose()
     assert samples[("schedd_registry_free_slots", frozenset())] == 4
     assert not any(name.startswith("schedd_queue_") for name, _ in samples)
+
+
+async def test_a_scrape_after_the_event_loop_closed_answers_without_the_gauges(engine: AsyncEngine) -> None:
+    closed = asyncio.new_event_loop()
+    closed.close()
+    metrics = RegistryMetrics()
+    dispatcher: Dispatcher = Sessions([Session(credits=1)])  # type: ignore[assignment]
+    metrics.read_at_scrape(engine, dispatcher, closed)
+    samples = await scrape(metrics)  # no exception: the scrape answers with the other series
+    assert not any(name.startswith(("schedd_queue_", "schedd_registry_workers")) for name, _ in samples)
+    assert ("schedd_registry_assignments_total", frozenset()) in samples
