@@ -5,6 +5,7 @@ while the store is unreachable still answers, with the worker gauges only."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
 from prometheus_client import generate_latest
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_devstack.ports import free_port
 from schedd_registry.dispatcher import Dispatcher
-from schedd_registry.metrics import RegistryMetrics
+from schedd_registry.metrics import SCRAPE_TIMEOUT, RegistryMetrics
 from schedd_store.engine import make_engine
 
 from .helpers import finish_all_running, leading_loop, registered_run, spec
@@ -95,3 +96,20 @@ async def test_a_scrape_after_the_event_loop_closed_answers_without_the_gauges(e
     samples = await scrape(metrics)  # no exception: the scrape answers with the other series
     assert not any(name.startswith(("schedd_queue_", "schedd_registry_workers")) for name, _ in samples)
     assert ("schedd_registry_assignments_total", frozenset()) in samples
+
+
+async def test_a_scrape_gives_up_on_a_store_that_does_not_answer() -> None:
+    """A server that accepts connections and never answers: the scrape still returns (after
+    ``SCRAPE_TIMEOUT``), with none of these gauges, instead of hanging the metrics endpoint."""
+    silent = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    hanging = make_engine(f"postgresql+asyncpg://schedd@127.0.0.1:{port}/schedd", pool_size=1)
+    try:
+        started = time.monotonic()
+        samples = await scrape(gauges(hanging, Sessions([Session(credits=2)])))
+        waited = time.monotonic() - started
+    finally:
+        silent.close()
+        await hanging.dispose()
+    assert waited < SCRAPE_TIMEOUT + 10  # a bound, not a measurement: without the timeout it hangs
+    assert not any(name.startswith(("schedd_queue_", "schedd_registry_workers")) for name, _ in samples)
