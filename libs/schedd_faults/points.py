@@ -11,7 +11,8 @@ writing the file ``<directory>/<point>`` whose content is the action:
 
 Each arming fires once: the first process to pass the point takes the file (an atomic rename,
 so of several processes sharing the directory exactly one fires) and, before acting, writes
-``<directory>/<point>.hit`` with its pid, so the test knows the point was reached and by whom.
+``<directory>/<point>.hit`` with its pid, so the test knows the point was reached and by whom. The
+marker appears by a rename too: once it exists it holds the whole pid.
 
 What this is not: a way to configure behaviour in production. Points cost nothing when the
 environment variable is unset, and an unarmed point costs one failed ``rename`` system call.
@@ -58,8 +59,7 @@ class FaultPoints:
             return
         action = taken.read_text().strip()
         taken.unlink()
-        marker = self._dir / f"{point}.hit"
-        marker.write_text(str(os.getpid()))
+        self._mark_hit(point)
         verb, _, argument = action.partition(" ")
         if verb == "stop":
             os.kill(os.getpid(), signal.SIGSTOP)
@@ -71,3 +71,14 @@ class FaultPoints:
             raise InjectedFault(f"fault injected at {point}")
         else:
             raise ValueError(f"unknown fault action {action!r} at {point}")
+
+    def _mark_hit(self, point: str) -> None:
+        """Write ``<point>.hit`` with this pid so that it never exists without its content.
+
+        The marker is written under a private name and renamed into place: a test that polls for
+        the marker and then reads it always reads the whole pid, never an empty file.
+        """
+        assert self._dir is not None
+        pending = self._dir / f"{point}.hit.{os.getpid()}"
+        pending.write_text(str(os.getpid()))
+        os.rename(pending, self._dir / f"{point}.hit")

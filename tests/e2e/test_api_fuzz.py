@@ -219,10 +219,20 @@ def api(
 
 
 def _call(cluster: Cluster, service: ServiceDescriptor, method: Any, payload: bytes) -> grpc.StatusCode:
+    """The status the api answers ``payload`` with. A server-streaming method that accepted the
+    request is OK once its first message (or its end) arrives: a watch of a run that never ends
+    would otherwise hold the call until its timeout."""
+    path = f"/{service.full_name}/{method.name}"
     with grpc.insecure_channel(cluster.api_address) as channel:
-        call = channel.unary_unary(f"/{service.full_name}/{method.name}")
         try:
-            call(payload, timeout=30)
+            if method.server_streaming:
+                stream = channel.unary_stream(path)(payload, timeout=30)
+                try:
+                    next(stream, None)
+                finally:
+                    stream.cancel()
+            else:
+                channel.unary_unary(path)(payload, timeout=30)
         except grpc.RpcError as exc:
             return exc.code()
     return grpc.StatusCode.OK
