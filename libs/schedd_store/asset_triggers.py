@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.exc import IntegrityError
+from asyncpg import IntegrityConstraintViolationError
 
 from schedd_core.errors import AlreadyExists
 from schedd_core.states import RunType
@@ -105,7 +105,7 @@ async def consume(conn: FencedConnection, runs: Sequence[AssetRun], run_pks: dic
                 "token": conn.token,
             },
         )
-    except IntegrityError as exc:
+    except IntegrityConstraintViolationError as exc:
         error = constraint_error(
             exc, {"asset_event_consumptions_pkey": EventConsumed("an asset event was consumed already")}
         )

@@ -21,13 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.assets import spec_assets
 from schedd_core.errors import NotFound
 from schedd_store import statements as sql
-from schedd_store.direct import DirectConnection
+from schedd_store.database import Connection, Engine
 from schedd_store.fence import FencedConnection
 
 
@@ -66,7 +64,7 @@ class AssetRecord:
     readers: list[tuple[str, str]]
 
 
-async def record_refs(conn: AsyncConnection, version_id: int, spec: pb.DagSpec) -> None:
+async def record_refs(conn: Connection, version_id: int, spec: pb.DagSpec) -> None:
     """Store the assets a new DAG version names (its URIs normalised already), creating new assets."""
     refs = spec_assets(spec)
     if not refs:
@@ -87,7 +85,7 @@ async def record_refs(conn: AsyncConnection, version_id: int, spec: pb.DagSpec) 
     )
 
 
-async def record_outlet_events(conn: AsyncConnection | DirectConnection, ti_ids: Sequence[int]) -> int:
+async def record_outlet_events(conn: Connection, ti_ids: Sequence[int]) -> int:
     """In the transaction that applied their success: an event per outlet of each of these task
     instances that is in state success; returns how many were recorded."""
     if not ti_ids:
@@ -96,7 +94,7 @@ async def record_outlet_events(conn: AsyncConnection | DirectConnection, ti_ids:
 
 
 async def record_events(
-    conn: AsyncConnection | FencedConnection, events: Sequence[NewEvent], *, source: str, watcher: str = ""
+    conn: Connection | FencedConnection, events: Sequence[NewEvent], *, source: str, watcher: str = ""
 ) -> list[int]:
     """Record ``events`` (from the api or a watcher) in the caller's transaction; returns the ids of
     those recorded now (an event whose key is recorded already is left out)."""
@@ -119,7 +117,7 @@ async def record_events(
     return [int(r.id) for r in rows]
 
 
-async def create_event(engine: AsyncEngine, event: NewEvent) -> EventRecord:
+async def create_event(engine: Engine, event: NewEvent) -> EventRecord:
     """Record one event from the api; with a key recorded already, the event recorded then."""
     async with engine.begin() as conn:
         ids = await record_events(conn, [event], source="api")
@@ -130,7 +128,7 @@ async def create_event(engine: AsyncEngine, event: NewEvent) -> EventRecord:
 
 
 async def list_events(
-    engine: AsyncEngine, *, uri: str, run_pk: int | None, before: int, limit: int
+    engine: Engine, *, uri: str, run_pk: int | None, before: int, limit: int
 ) -> list[EventRecord]:
     async with engine.connect() as conn:
         rows = (
@@ -141,13 +139,13 @@ async def list_events(
     return [_event(r) for r in rows]
 
 
-async def list_assets(engine: AsyncEngine, *, prefix: str, after: str, limit: int) -> list[AssetRecord]:
+async def list_assets(engine: Engine, *, prefix: str, after: str, limit: int) -> list[AssetRecord]:
     async with engine.connect() as conn:
         rows = (await conn.execute(sql.LIST_ASSETS, {"prefix": prefix, "after": after, "limit": limit})).all()
     return [_asset(r) for r in rows]
 
 
-async def get_asset(engine: AsyncEngine, uri: str) -> AssetRecord:
+async def get_asset(engine: Engine, uri: str) -> AssetRecord:
     found = await list_assets(engine, prefix=uri, after="", limit=1)
     if not found or found[0].uri != uri:
         raise NotFound(f"asset {uri!r} does not exist")

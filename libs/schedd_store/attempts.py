@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.errors import NotFound, quote
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 
 #: Attempts one read returns at most.
 MAX_ATTEMPTS = 10_000
@@ -35,7 +34,7 @@ class AttemptRecord:
 
 
 async def list_attempts(
-    engine: AsyncEngine, dag_id: str, run_id: str, limit: int = MAX_ATTEMPTS
+    engine: Engine, dag_id: str, run_id: str, limit: int = MAX_ATTEMPTS
 ) -> tuple[list[AttemptRecord], bool]:
     """The run's attempts (see the module) and whether more than ``limit`` exist; NotFound for no
     such run."""

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_auth.audit import AuditRecord
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 
 #: Longest text kept per field (a detail is an error message, which the api already bounds).
 MAX_FIELD_CHARS = 500
 
 
-async def record(engine: AsyncEngine, entry: AuditRecord) -> None:
+async def record(engine: Engine, entry: AuditRecord) -> None:
     params = {
         "principal": entry.principal,
         "role": entry.role,
@@ -31,7 +30,7 @@ async def record(engine: AsyncEngine, entry: AuditRecord) -> None:
 
 
 async def list_records(
-    engine: AsyncEngine,
+    engine: Engine,
     *,
     before: int,
     limit: int,

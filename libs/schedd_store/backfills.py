@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from asyncpg import IntegrityConstraintViolationError
 
 from schedd_core.backfill_plan import PlannedInterval, Reprocess, Strategy
 from schedd_core.errors import AlreadyExists, FailedPrecondition, NotFound, quote
@@ -23,6 +22,7 @@ from schedd_core.request_key import RequestKey
 from schedd_core.states import BackfillState
 from schedd_faults import FaultPoints
 from schedd_store import control, statements as sql
+from schedd_store.database import Engine
 from schedd_store.records import BackfillProgress, BackfillRecord
 from schedd_store.requests import claim_request, constraint_error, record_resource
 
@@ -51,7 +51,7 @@ def backfill_name(backfill_id: int) -> str:
 
 
 async def create_backfill(
-    engine: AsyncEngine,
+    engine: Engine,
     options: BackfillOptions,
     intervals: Sequence[PlannedInterval],
     request: RequestKey | None = None,
@@ -98,7 +98,7 @@ async def create_backfill(
                     await record_resource(
                         conn, CREATE_BACKFILL, request.request_id, backfill_name(backfill_id)
                     )
-    except IntegrityError as exc:
+    except IntegrityConstraintViolationError as exc:
         error = constraint_error(
             exc,
             {
@@ -138,7 +138,7 @@ def dry_run(options: BackfillOptions, intervals: Sequence[PlannedInterval], now:
     )
 
 
-async def get_backfill(engine: AsyncEngine, backfill_id: int) -> BackfillRecord:
+async def get_backfill(engine: Engine, backfill_id: int) -> BackfillRecord:
     async with engine.connect() as conn:
         row = (await conn.execute(sql.GET_BACKFILL, {"id": backfill_id})).first()
     if row is None:
@@ -147,7 +147,7 @@ async def get_backfill(engine: AsyncEngine, backfill_id: int) -> BackfillRecord:
 
 
 async def list_backfills(
-    engine: AsyncEngine, *, dag_id: str | None, before: int, limit: int
+    engine: Engine, *, dag_id: str | None, before: int, limit: int
 ) -> list[BackfillRecord]:
     """Backfills newest first, with ids below ``before`` (keyset pagination)."""
     async with engine.connect() as conn:
@@ -157,19 +157,19 @@ async def list_backfills(
     return [_backfill(r._mapping) for r in rows]
 
 
-async def pause_backfill(engine: AsyncEngine, backfill_id: int) -> BackfillRecord:
+async def pause_backfill(engine: Engine, backfill_id: int) -> BackfillRecord:
     """Make no new runs until resumed; runs in flight go on."""
     await _change(engine, backfill_id, sql.PAUSE_BACKFILL, "paused", "it is not running")
     return await get_backfill(engine, backfill_id)
 
 
-async def resume_backfill(engine: AsyncEngine, backfill_id: int) -> BackfillRecord:
+async def resume_backfill(engine: Engine, backfill_id: int) -> BackfillRecord:
     await _change(engine, backfill_id, sql.RESUME_BACKFILL, "resumed", "it is not paused")
     return await get_backfill(engine, backfill_id)
 
 
 async def cancel_backfill(
-    engine: AsyncEngine, backfill_id: int, *, faults: FaultPoints | None = None
+    engine: Engine, backfill_id: int, *, faults: FaultPoints | None = None
 ) -> BackfillRecord:
     """End the backfill: no more runs are made, and its runs in flight are cancelled (running
     attempts stopped, tasks that did not run skipped), in one transaction."""
@@ -184,7 +184,7 @@ async def cancel_backfill(
     return await get_backfill(engine, backfill_id)
 
 
-async def _change(engine: AsyncEngine, backfill_id: int, statement: Any, verb: str, why: str) -> None:
+async def _change(engine: Engine, backfill_id: int, statement: Any, verb: str, why: str) -> None:
     async with engine.begin() as conn:
         row = (await conn.execute(sql.LOCK_BACKFILL, {"id": backfill_id})).first()
         if row is None:

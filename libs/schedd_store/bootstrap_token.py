@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_auth.tokens import Token, matches
 from schedd_core.errors import InvalidArgument, quote
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 
 #: The name under which ``SCHEDD_BOOTSTRAP_TOKEN`` is stored.
 NAME = "bootstrap-admin"
@@ -42,7 +41,7 @@ class Outcome:
     retired_token_id: str = ""
 
 
-async def ensure(engine: AsyncEngine, token: Token) -> Outcome:
+async def ensure(engine: Engine, token: Token) -> Outcome:
     """Store or rotate the bootstrap token as the module docstring says; InvalidArgument when the
     given token may not become the bootstrap token (nothing is changed then)."""
     async with engine.begin() as conn:

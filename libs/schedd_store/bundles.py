@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.bundle_archive import (
     DEFAULT_LIMITS,
     ArchiveLimits,
@@ -21,13 +19,14 @@ from schedd_core.bundle_archive import (
 )
 from schedd_core.errors import InvalidArgument, NotFound
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 
 #: Bytes of an archive read (and sent) at a time.
 PIECE_BYTES = 1024 * 1024
 
 
 async def put_bundle(
-    engine: AsyncEngine, sha256: str, archive: bytes, limits: ArchiveLimits = DEFAULT_LIMITS
+    engine: Engine, sha256: str, archive: bytes, limits: ArchiveLimits = DEFAULT_LIMITS
 ) -> bool:
     """Store ``archive`` as bundle ``sha256``; returns whether it was new. InvalidArgument (field
     ``sha256`` or ``archive``) when the hash is malformed, does not match, or the archive is not a
@@ -46,7 +45,7 @@ async def put_bundle(
     return row is not None
 
 
-async def bundle_size(engine: AsyncEngine, sha256: str, field: str = "sha256") -> int:
+async def bundle_size(engine: Engine, sha256: str, field: str = "sha256") -> int:
     """The archive size of bundle ``sha256``; NotFound if it was never stored."""
     check_sha256(sha256, field)
     async with engine.connect() as conn:
@@ -57,7 +56,7 @@ async def bundle_size(engine: AsyncEngine, sha256: str, field: str = "sha256") -
 
 
 async def read_bundle(
-    engine: AsyncEngine, sha256: str, piece_bytes: int = PIECE_BYTES
+    engine: Engine, sha256: str, piece_bytes: int = PIECE_BYTES
 ) -> tuple[int, AsyncIterator[bytes]]:
     """The size of bundle ``sha256`` and its archive in pieces of at most ``piece_bytes``;
     NotFound (before any piece) if it was never stored."""

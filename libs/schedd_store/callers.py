@@ -3,17 +3,16 @@ where refused and audited calls are written. The servers' owners give it :class:
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_auth.audit import AuditRecord
 from schedd_auth.principal import Principal
 from schedd_auth.tokens import Token
 from schedd_store import audit, tokens
+from schedd_store.database import Engine
 from schedd_store.engine import is_transient
 
 
 class StoredCallers:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
     async def principal_of(self, token: Token) -> Principal | str:

@@ -1,8 +1,7 @@
 """Claiming queued task instances together with everything their assignments are built from.
 
 :class:`AssignmentClaims` is what ``schedd_exec.assignments.AssignmentBuilder`` claims through (the
-registry's dispatcher and the scheduler's local executor give it one): in one transaction (on
-asyncpg directly, as results are applied: ``schedd_store.direct``) it claims
+registry's dispatcher and the scheduler's local executor give it one): in one transaction it claims
 (``schedd_store.dispatch.claim_in``), reads the specs of DAG versions not cached yet and the stored
 results of upstream tasks (only for runs that stored any, or from mapped tasks). The claim holds
 once that transaction commits; a version whose stored spec cannot be read raises
@@ -13,16 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
-from schedd_store import direct, dispatch
-from schedd_store.direct import DirectConnection
+from schedd_store import dispatch
+from schedd_store.database import Connection, Engine
 from schedd_store.versions import VersionCache
 
 
 class AssignmentClaims:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._versions = VersionCache()
 
@@ -31,12 +28,12 @@ class AssignmentClaims:
         free slot), each with its DAG version's spec, its task's spec and its upstream results."""
         if not slots:
             return []
-        async with direct.transaction(self._engine) as conn:
+        async with self._engine.begin() as conn:
             claimed = await dispatch.claim_in(conn, slots=slots, queues=queues)
             return await self._work(conn, claimed)
 
     async def hand_off(
-        self, conn: AsyncConnection | DirectConnection, claimed: Mapping[int, ClaimedAttempt]
+        self, conn: Connection, claimed: Mapping[int, ClaimedAttempt]
     ) -> dict[int, ClaimedWork]:
         """Inside the transaction ``conn`` that applied some successes and handed off their
         successors (``schedd_store.handoffs``), ``claimed`` by source: the same with what their
@@ -44,9 +41,7 @@ class AssignmentClaims:
         work = await self._work(conn, list(claimed.values()))
         return {source: w for source, w in zip(claimed, work, strict=True)}
 
-    async def _work(
-        self, conn: AsyncConnection | DirectConnection, claimed: Sequence[ClaimedAttempt]
-    ) -> list[ClaimedWork]:
+    async def _work(self, conn: Connection, claimed: Sequence[ClaimedAttempt]) -> list[ClaimedWork]:
         """``claimed`` with their specs and upstream results, read in the claiming transaction."""
         if not claimed:
             return []

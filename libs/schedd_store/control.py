@@ -24,14 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd_core.errors import FailedPrecondition, IllegalTransition, InvalidArgument, NotFound, quote
 from schedd_core.graph import DagGraph
 from schedd_core.request_key import RequestKey
 from schedd_core.states import RUN_FINISHED, WAITING_TO_RUN, RunState, TaskState, allowed_task_sources
 from schedd_faults import FaultPoints
 from schedd_store import channels, run_versions, schedules, statements as sql
+from schedd_store.database import Connection, Engine
 from schedd_store.instance_lookup import missing_instance
 from schedd_store.instance_selection import keys_in_order, to_clear, to_reevaluate
 from schedd_store.records import parse_spec
@@ -42,7 +41,7 @@ CLEAR_TASK_INSTANCES = "ClearTaskInstances"
 SET_TASK_INSTANCE_STATE = "SetTaskInstanceState"
 
 
-async def set_paused(engine: AsyncEngine, dag_id: str, paused: bool) -> None:
+async def set_paused(engine: Engine, dag_id: str, paused: bool) -> None:
     """Pause or unpause a DAG. Unpausing wakes its unfinished runs and its schedule: the leader
     makes the runs of the intervals missed meanwhile as its catch-up setting says."""
     async with engine.begin() as conn:
@@ -67,22 +66,20 @@ class _LockedRun:
     #: Set when the change moved the run to its DAG's current version (that version's hash).
     moved_to: str = ""
 
-    async def move_to_current_version(self, conn: AsyncConnection) -> None:
+    async def move_to_current_version(self, conn: Connection) -> None:
         """Pin the run to its DAG's current version (``schedd_store.run_versions``); later choices of
         task instances use that version's graph."""
         self.graph, self.moved_to = await run_versions.move_to_current_version(
             conn, self.dag_id, self.run_id, self.pk, self.tasks.values()
         )
 
-    async def refresh_options(self, conn: AsyncConnection) -> None:
+    async def refresh_options(self, conn: Connection) -> None:
         """After a move: task instances waiting to run take the options of the new version's tasks."""
         if self.moved_to:
             await run_versions.refresh_options(conn, self.graph, self.tasks.values())
 
 
-async def _lock_run(
-    conn: AsyncConnection, dag_id: str, run_id: str, faults: FaultPoints | None
-) -> _LockedRun:
+async def _lock_run(conn: Connection, dag_id: str, run_id: str, faults: FaultPoints | None) -> _LockedRun:
     """Lock the run and its task instances and read them; raise the run's control version (the
     leader reads a run a user changed in full)."""
     row = (await conn.execute(sql.LOCK_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
@@ -102,7 +99,7 @@ async def _lock_run(
     )
 
 
-async def _wake_claims(conn: AsyncConnection, run: _LockedRun) -> None:
+async def _wake_claims(conn: Connection, run: _LockedRun) -> None:
     """Claims skipped the run's locked task instances: let the registries look again after commit."""
     for queue in sorted({t.queue for t in run.tasks.values() if t.state == TaskState.QUEUED}):
         await conn.execute(sql.NOTIFY, {"channel": channels.QUEUED, "payload": queue})
@@ -115,7 +112,7 @@ def _expect(what: str, expected: int, rows: Sequence[object]) -> None:
         )
 
 
-async def _stop(conn: AsyncConnection, ids: Sequence[int], *, target: TaskState, error: str) -> None:
+async def _stop(conn: Connection, ids: Sequence[int], *, target: TaskState, error: str) -> None:
     """Stop running attempts (locked by the caller): their task instances move to ``target`` and their
     workers are told to kill them."""
     if not ids:
@@ -140,7 +137,7 @@ class StaleAttempt:
 
 
 async def stale_attempts(
-    engine: AsyncEngine, ti_ids: Sequence[int], worker_ids: Sequence[str]
+    engine: Engine, ti_ids: Sequence[int], worker_ids: Sequence[str]
 ) -> list[StaleAttempt]:
     """The attempts of ``ti_ids`` held by ``worker_ids`` that are no longer current (stopped by a user
     or superseded; older ones a worker no longer runs may be among them): what a registry tells its
@@ -156,7 +153,7 @@ async def stale_attempts(
 
 
 async def cancel_run(
-    engine: AsyncEngine,
+    engine: Engine,
     dag_id: str,
     run_id: str,
     *,
@@ -173,7 +170,7 @@ async def cancel_run(
 
 
 async def cancel_locked(
-    conn: AsyncConnection, dag_id: str, run_id: str, *, faults: FaultPoints | None = None
+    conn: Connection, dag_id: str, run_id: str, *, faults: FaultPoints | None = None
 ) -> None:
     """:func:`cancel_run` inside the caller's transaction (which locks the run first)."""
     run = await _lock_run(conn, dag_id, run_id, faults)
@@ -203,7 +200,7 @@ async def cancel_locked(
 
 
 async def clear(
-    engine: AsyncEngine,
+    engine: Engine,
     dag_id: str,
     run_id: str,
     task_ids: Sequence[str],
@@ -237,7 +234,7 @@ async def clear(
 
 
 async def _clear_locked(
-    conn: AsyncConnection,
+    conn: Connection,
     dag_id: str,
     run_id: str,
     task_ids: Sequence[str],
@@ -272,7 +269,7 @@ async def _clear_locked(
     return keys_in_order(cleared)
 
 
-async def _clear(conn: AsyncConnection, run: _LockedRun, rows: Sequence[Any]) -> list[str]:
+async def _clear(conn: Connection, run: _LockedRun, rows: Sequence[Any]) -> list[str]:
     """Clear the (locked) task instances ``rows``; returns their keys."""
     cleared = (
         await conn.execute(
@@ -285,7 +282,7 @@ async def _clear(conn: AsyncConnection, run: _LockedRun, rows: Sequence[Any]) ->
 
 
 async def set_state(
-    engine: AsyncEngine,
+    engine: Engine,
     dag_id: str,
     run_id: str,
     task_key: str,
@@ -313,7 +310,7 @@ async def set_state(
 
 
 async def _set_state_locked(
-    conn: AsyncConnection,
+    conn: Connection,
     dag_id: str,
     run_id: str,
     task_key: str,

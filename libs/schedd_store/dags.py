@@ -6,13 +6,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import NotFound, quote
 from schedd_core.request_key import RequestKey
 from schedd_core.version_identity import canonical, version_hash
 from schedd_store import assets, schedules, statements as sql
+from schedd_store.database import Engine
 from schedd_store.records import DagRecord, parse_spec
 from schedd_store.requests import claim_request, record_resource
 
@@ -32,7 +31,7 @@ class Registration:
 
 
 async def register_dag(
-    engine: AsyncEngine,
+    engine: Engine,
     spec: pb.DagSpec,
     request: RequestKey | None = None,
     *,
@@ -79,7 +78,7 @@ async def register_dag(
     return Registration(_dag(row._mapping), inserted is not None, previous or "", created_dag)
 
 
-async def get_dag(engine: AsyncEngine, dag_id: str) -> DagRecord:
+async def get_dag(engine: Engine, dag_id: str) -> DagRecord:
     async with engine.connect() as conn:
         row = (await conn.execute(sql.GET_DAG, {"dag_id": dag_id})).first()
     if row is None:
@@ -87,7 +86,7 @@ async def get_dag(engine: AsyncEngine, dag_id: str) -> DagRecord:
     return _dag(row._mapping)
 
 
-async def list_dags(engine: AsyncEngine, *, after: str, limit: int) -> list[DagRecord]:
+async def list_dags(engine: Engine, *, after: str, limit: int) -> list[DagRecord]:
     """DAGs ordered by id, starting after ``after`` (keyset pagination)."""
     async with engine.connect() as conn:
         rows = (await conn.execute(sql.LIST_DAGS, {"after": after, "limit": limit})).all()
@@ -107,7 +106,7 @@ class VersionRecord:
     current: bool = False
 
 
-async def list_versions(engine: AsyncEngine, dag_id: str, *, before: int, limit: int) -> list[VersionRecord]:
+async def list_versions(engine: Engine, dag_id: str, *, before: int, limit: int) -> list[VersionRecord]:
     """The DAG's versions, newest first, below the version id ``before``; NotFound for no such DAG."""
     async with engine.connect() as conn:
         if (await conn.execute(sql.DAG_EXISTS, {"dag_id": dag_id})).first() is None:
@@ -121,7 +120,7 @@ async def list_versions(engine: AsyncEngine, dag_id: str, *, before: int, limit:
     ]
 
 
-async def get_version(engine: AsyncEngine, dag_id: str, version_hash: str) -> VersionRecord:
+async def get_version(engine: Engine, dag_id: str, version_hash: str) -> VersionRecord:
     async with engine.connect() as conn:
         row = (
             await conn.execute(sql.GET_DAG_VERSION, {"dag_id": dag_id, "version_hash": version_hash})

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from google.protobuf.message import DecodeError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.deadline_alerts import RunDeadline, deadline_rule
 from schedd_store import statements as sql
+from schedd_store.database import Connection, Engine
 from schedd_store.fence import FencedConnection
 
 
@@ -29,7 +29,7 @@ class UnfinishedRun:
     queued_at: datetime
 
 
-async def unfinished_runs(conn: AsyncConnection) -> tuple[datetime, list[UnfinishedRun]]:
+async def unfinished_runs(conn: Connection) -> tuple[datetime, list[UnfinishedRun]]:
     """The database's now() and the unfinished runs whose miss is not recorded."""
     rows = (await conn.execute(sql.UNFINISHED_RUNS_FOR_DEADLINES)).all()
     now = rows[0].now if rows else (await conn.execute(sql.NOW)).scalar_one()
@@ -54,9 +54,7 @@ async def record(conn: FencedConnection, missed: tuple[RunDeadline, ...], notify
     return sorted(int(r.run_pk) for r in rows)
 
 
-async def run_deadline(
-    engine: AsyncEngine, dag_id: str, run_id: str
-) -> tuple[datetime | None, datetime | None]:
+async def run_deadline(engine: Engine, dag_id: str, run_id: str) -> tuple[datetime | None, datetime | None]:
     """A run's deadline (None when its DAG version has none, or its stored spec cannot be read: the
     leader fails such a run, saying why) and when its miss was recorded (None while it was not)."""
     async with engine.connect() as conn:

@@ -9,12 +9,11 @@ deletion that succeeded succeeds again instead of answering NotFound.
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd_core.errors import FailedPrecondition, NotFound, quote
 from schedd_core.request_key import RequestKey
 from schedd_core.states import RunState
 from schedd_store import channels, control, statements as sql
+from schedd_store.database import Connection, Engine
 from schedd_store.records import parse_spec
 from schedd_store.requests import earlier_outcome, record_outcome
 
@@ -32,7 +31,7 @@ _NAMED = 5
 
 
 async def delete_dag(
-    engine: AsyncEngine, dag_id: str, request: RequestKey | None = None, *, cancel_runs: bool = False
+    engine: Engine, dag_id: str, request: RequestKey | None = None, *, cancel_runs: bool = False
 ) -> None:
     """Delete the DAG and everything recorded under it. Refused while it has runs queued or
     running, a backfill running or paused, or task instances queued or running, unless
@@ -66,7 +65,7 @@ async def delete_dag(
         await record_outcome(conn, DELETE_DAG, request, f"dags/{dag_id}")
 
 
-async def _cancel_in_flight(conn: AsyncConnection, dag_id: str) -> None:
+async def _cancel_in_flight(conn: Connection, dag_id: str) -> None:
     """Cancel the (locked) DAG's running or paused backfills and its queued or running runs."""
     for backfill_id in (await conn.execute(sql.ACTIVE_BACKFILL_OF_DAG, {"dag_id": dag_id})).scalars():
         await conn.execute(sql.LOCK_BACKFILL, {"id": backfill_id})
@@ -75,9 +74,7 @@ async def _cancel_in_flight(conn: AsyncConnection, dag_id: str) -> None:
         await control.cancel_locked(conn, dag_id, run_id)
 
 
-async def delete_run(
-    engine: AsyncEngine, dag_id: str, run_id: str, request: RequestKey | None = None
-) -> None:
+async def delete_run(engine: Engine, dag_id: str, run_id: str, request: RequestKey | None = None) -> None:
     """Delete a finished run with its task instances, attempts and logs."""
     async with engine.begin() as conn:
         if await earlier_outcome(conn, DELETE_RUN, request) is not None:
@@ -95,7 +92,7 @@ async def delete_run(
         await record_outcome(conn, DELETE_RUN, request, f"dags/{dag_id}/runs/{run_id}")
 
 
-async def delete_pool(engine: AsyncEngine, name: str, request: RequestKey | None = None) -> None:
+async def delete_pool(engine: Engine, name: str, request: RequestKey | None = None) -> None:
     """Delete a pool no task instance holds or waits for and no DAG's latest version names."""
     if name == DEFAULT_POOL:
         raise FailedPrecondition(f"pool {quote(DEFAULT_POOL)} cannot be deleted")
@@ -122,7 +119,7 @@ async def delete_pool(engine: AsyncEngine, name: str, request: RequestKey | None
         await record_outcome(conn, DELETE_POOL, request, f"pools/{name}")
 
 
-async def _dags_naming_pool(conn: AsyncConnection, pool: str) -> list[str]:
+async def _dags_naming_pool(conn: Connection, pool: str) -> list[str]:
     """The DAGs whose latest version has a task in ``pool`` (the specs are read a page at a time)."""
     found: list[str] = []
     after = ""

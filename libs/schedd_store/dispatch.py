@@ -21,13 +21,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import TaskState, WorkerState
-from schedd_store import assets, channels, direct, statements as sql
+from schedd_store import assets, channels, statements as sql
+from schedd_store.database import Connection, Engine
 from schedd_store.report_status import ReportStatus as ReportStatus, recorded_outcomes, report_status
 from schedd_store.reports import AttemptResult as AttemptResult
 from schedd_store.sensors import apply_sensor_outcomes, is_sensor_outcome
@@ -61,9 +60,7 @@ class WorkerConnected(FailedPrecondition):
     """A worker id whose stream is live said hello again (with another incarnation)."""
 
 
-async def claim(
-    engine: AsyncEngine, *, worker_id: str, queues: Sequence[str], limit: int
-) -> list[ClaimedAttempt]:
+async def claim(engine: Engine, *, worker_id: str, queues: Sequence[str], limit: int) -> list[ClaimedAttempt]:
     """Claim for one worker in a transaction of its own; see :func:`claim_in`."""
     if limit <= 0:
         return []
@@ -71,9 +68,7 @@ async def claim(
         return await claim_in(conn, slots=[worker_id] * limit, queues=queues)
 
 
-async def claim_in(
-    conn: AsyncConnection | direct.DirectConnection, *, slots: Sequence[str], queues: Sequence[str]
-) -> list[ClaimedAttempt]:
+async def claim_in(conn: Connection, *, slots: Sequence[str], queues: Sequence[str]) -> list[ClaimedAttempt]:
     """Claim queued task instances of ``queues`` for the workers in ``slots`` (a worker id per free
     slot, the most important first), moving them to running and recording their attempts. One
     statement serves any number of workers. The claim holds once the caller's transaction commits."""
@@ -116,7 +111,7 @@ def claimed_attempt(row: Any, prefix: str = "") -> ClaimedAttempt:
 
 
 async def upstream_results(
-    conn: AsyncConnection | direct.DirectConnection, run_pks: Sequence[int], task_ids: Sequence[str]
+    conn: Connection, run_pks: Sequence[int], task_ids: Sequence[str]
 ) -> dict[tuple[int, str], Any]:
     """Stored result values of the given tasks in the given runs, by (run pk, task id); the value of a
     mapped task is the list of its instances' results by map index (None for one that stored none)."""
@@ -132,14 +127,13 @@ async def upstream_results(
 
 #: Called inside the transaction that applied results, with the successors it handed off (claimed
 #: for the worker of their source), by source task instance: ``AssignmentClaims.hand_off``.
-HandOff = Callable[[AsyncConnection | direct.DirectConnection, dict[int, ClaimedAttempt]], Awaitable[None]]
+HandOff = Callable[[Connection, dict[int, ClaimedAttempt]], Awaitable[None]]
 
 
 async def apply_results(
-    engine: AsyncEngine, results: Sequence[AttemptResult], *, hand_off: HandOff | None = None
+    engine: Engine, results: Sequence[AttemptResult], *, hand_off: HandOff | None = None
 ) -> list[ReportStatus]:
-    """Apply a batch of attempt results in one transaction (on asyncpg directly:
-    ``schedd_store.direct``) and wake the scheduler for their runs.
+    """Apply a batch of attempt results in one transaction and wake the scheduler for their runs.
 
     Returns one status per result, in order. Abandoned attempts are marked lost (the scheduler
     fails them over) and count as applied. The successes of results that ask for it
@@ -168,7 +162,7 @@ async def apply_results(
     }
     applied: dict[str, int] = {}
     lost: set[int] = set()
-    async with direct.transaction(engine) as conn:
+    async with engine.begin() as conn:
         if finished:
             # The statement also hands off successors and tells the leader of every run it touched.
             rows = (await conn.execute(sql.APPLY_RESULTS, params)).all()
@@ -198,7 +192,7 @@ async def apply_results(
 
 
 async def _mark_lost(
-    conn: AsyncConnection | direct.DirectConnection, attempts: Sequence[AttemptRef], worker_ids: Sequence[str]
+    conn: Connection, attempts: Sequence[AttemptRef], worker_ids: Sequence[str]
 ) -> list[int]:
     """Mark lost those of ``attempts`` that are running on the worker named beside each."""
     rows = (
@@ -218,7 +212,7 @@ async def _mark_lost(
 
 
 async def record_worker_heartbeat(
-    engine: AsyncEngine, worker_id: str, attempts: Sequence[AttemptRef], *, lost: Sequence[AttemptRef] = ()
+    engine: Engine, worker_id: str, attempts: Sequence[AttemptRef], *, lost: Sequence[AttemptRef] = ()
 ) -> set[str]:
     """Record that the worker was heard now (running ``attempts``), and mark ``lost`` the attempts it
     received but does not run; returns the attempt ids among ``attempts`` that are no longer current
@@ -240,7 +234,7 @@ async def record_worker_heartbeat(
     return {str(r.attempt_id) for r in rows}
 
 
-async def append_logs(engine: AsyncEngine, chunks: Sequence[LogChunk]) -> None:
+async def append_logs(engine: Engine, chunks: Sequence[LogChunk]) -> None:
     """Store captured output; chunks of attempts their sender does not hold, and chunks past the
     per-attempt limit, are dropped."""
     if not chunks:
@@ -260,7 +254,7 @@ async def append_logs(engine: AsyncEngine, chunks: Sequence[LogChunk]) -> None:
 
 
 async def register_worker(
-    engine: AsyncEngine,
+    engine: Engine,
     *,
     worker_id: str,
     hostname: str,
@@ -322,17 +316,17 @@ async def register_worker(
     return bool(drain.drain_requested)
 
 
-async def mark_worker_draining(engine: AsyncEngine, worker_id: str) -> None:
+async def mark_worker_draining(engine: Engine, worker_id: str) -> None:
     async with engine.begin() as conn:
         await conn.execute(sql.MARK_WORKER_DRAINING, {"worker_id": worker_id})
 
 
-async def drain_requested(engine: AsyncEngine, worker_id: str) -> bool:
+async def drain_requested(engine: Engine, worker_id: str) -> bool:
     async with engine.connect() as conn:
         return bool((await conn.execute(sql.DRAIN_REQUESTED, {"worker_id": worker_id})).scalar())
 
 
-async def mark_worker_gone(engine: AsyncEngine, *, worker_id: str, registry: str, incarnation: str) -> None:
+async def mark_worker_gone(engine: Engine, *, worker_id: str, registry: str, incarnation: str) -> None:
     """The stream of this incarnation on this registry ended (a newer stream keeps the row)."""
     async with engine.begin() as conn:
         await conn.execute(

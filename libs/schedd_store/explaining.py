@@ -3,8 +3,6 @@ needs, read in one snapshot, handed to the pure ``schedd_core.explain``. Reads o
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd_core.errors import NotFound, quote
 from schedd_core.explain import ExplainFacts, explain
 from schedd_core.graph import DagGraph
@@ -12,12 +10,13 @@ from schedd_core.mapping import UNMAPPED, split_key
 from schedd_core.planner import TaskSnapshot
 from schedd_core.states import RunState, TaskState
 from schedd_store import statements as sql
+from schedd_store.database import Connection, Engine
 from schedd_store.instance_lookup import NotStartedYet, missing_instance
 from schedd_store.records import parse_spec
 
 
 async def explain_task(
-    engine: AsyncEngine, dag_id: str, run_id: str, task_key: str
+    engine: Engine, dag_id: str, run_id: str, task_key: str
 ) -> tuple[TaskState, list[str]]:
     """Why the task instance ``task_key`` names (a task id, or ``task_id[map_index]``) is in its state.
     A task of a run not planned yet is explained from the run; NotFound (saying why) when the key
@@ -69,7 +68,7 @@ async def explain_task(
 
 
 async def _explain_without_instance(
-    conn: AsyncConnection, dag_id: str, run_id: str, task_id: str
+    conn: Connection, dag_id: str, run_id: str, task_id: str
 ) -> tuple[TaskState, list[str]]:
     """The task has no task instance yet: its run has not been planned (queued, or paused)."""
     run = (await conn.execute(sql.READ_RUN_WITH_SPEC, {"dag_id": dag_id, "run_id": run_id})).first()

@@ -36,13 +36,14 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
-from sqlalchemy import Executable, Result
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+import asyncpg
 
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_store import statements as sql
+from schedd_store.database import Connection, Engine
+from schedd_store.named_sql import Statement
+from schedd_store.rows import Result
 
 #: The PostgreSQL error raised when ``lock_timeout`` passes (lock_not_available).
 LOCK_NOT_AVAILABLE = "55P03"
@@ -61,15 +62,15 @@ class FencedConnection:
 
     __slots__ = ("_conn", "token")
 
-    def __init__(self, conn: AsyncConnection, token: int, key: object) -> None:
+    def __init__(self, conn: Connection, token: int, key: object) -> None:
         if key is not _FENCE_KEY:
             raise TypeError("a FencedConnection is made by Fence.transaction only")
         self._conn = conn
         self.token = token
 
     async def execute(
-        self, statement: Executable, parameters: Mapping[str, Any] | None = None
-    ) -> Result[Any]:
+        self, statement: Statement | str, parameters: Mapping[str, Any] | None = None
+    ) -> Result:
         return await self._conn.execute(statement, parameters)
 
 
@@ -82,7 +83,7 @@ class Fence:
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         token: int,
         *,
         lease: LeaseCheck | None = None,
@@ -119,9 +120,7 @@ class Fence:
                     )
 
 
-async def raise_fence(
-    engine: AsyncEngine, token: int, holder: str, *, lease: LeaseCheck | None = None
-) -> None:
+async def raise_fence(engine: Engine, token: int, holder: str, *, lease: LeaseCheck | None = None) -> None:
     """Raise the fence to ``token`` for a new term.
 
     Raises FencedOut if the fence is already at or above it (a newer term has begun). Waits for
@@ -140,12 +139,12 @@ async def raise_fence(
                     current = (await conn.execute(sql.READ_FENCE)).one()
                     raise FencedOut(token, int(current.token))
                 return
-        except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+        except asyncpg.PostgresError as exc:
+            if exc.sqlstate != LOCK_NOT_AVAILABLE:
                 raise
 
 
-async def read_fence(engine: AsyncEngine) -> tuple[int, str]:
+async def read_fence(engine: Engine) -> tuple[int, str]:
     async with engine.connect() as conn:
         row = (await conn.execute(sql.READ_FENCE)).one()
         return int(row.token), str(row.holder)

@@ -12,13 +12,12 @@ later.
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from schedd_core.errors import NotFound, quote
 from schedd_core.graph import DagGraph
 from schedd_core.mapping import UNMAPPED, instance_key, split_key
 from schedd_core.states import TaskState
 from schedd_store import statements as sql
+from schedd_store.database import Connection
 from schedd_store.records import parse_spec
 
 
@@ -26,7 +25,7 @@ class NotStartedYet(NotFound):
     """The key names no task instance, or one that has not run, yet; it may later (the run goes on)."""
 
 
-async def missing_instance(conn: AsyncConnection, dag_id: str, run_id: str, key: str) -> NotFound:
+async def missing_instance(conn: Connection, dag_id: str, run_id: str, key: str) -> NotFound:
     """The error for a (well-formed) ``key`` that names no task instance of the run."""
     task_id, map_index = split_key(key)
     params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id}

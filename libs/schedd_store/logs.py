@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
-
-from sqlalchemy import Row
-from sqlalchemy.ext.asyncio import AsyncEngine
+from typing import NoReturn
 
 from schedd_core.errors import NotFound, quote
 from schedd_core.mapping import split_key
 from schedd_core.states import AttemptState, TaskState
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 from schedd_store.instance_lookup import NotStartedYet, missing_instance
+from schedd_store.rows import Row
 
 #: Stored pieces of output read at a time.
 PAGE_ROWS = 1000
@@ -39,7 +38,7 @@ class LogSlice:
 
 
 async def read_logs(
-    engine: AsyncEngine,
+    engine: Engine,
     *,
     dag_id: str,
     run_id: str,
@@ -62,27 +61,25 @@ async def read_logs(
     """
     task_id, map_index = split_key(task_key)
     params = {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index}
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(isolation_level="REPEATABLE READ")
-        async with conn.begin():
-            ti = (await conn.execute(sql.FIND_TASK_INSTANCE, params)).first()
-            if ti is None:
-                raise await missing_instance(conn, dag_id, run_id, task_key)
-            latest = ti.attempted_try or 0
-            number = try_number or latest
-            if number == 0 or number > latest:
-                _no_such_try(task_key, run_id, number, latest, TaskState(ti.state))
-            out = bytearray()
-            position = offset
-            while len(out) < max_bytes:  # a page of stored pieces at a time
-                read = {"ti_id": ti.id, "try_number": number, "offset": position, "limit": PAGE_ROWS}
-                rows = (await conn.execute(sql.READ_LOGS, read)).all()
-                position = _append(out, rows, position, max_bytes)
-                if len(rows) < PAGE_ROWS:
-                    break
-            attempt_state = (
-                await conn.execute(sql.ATTEMPT_STATE, {"ti_id": ti.id, "try_number": number})
-            ).scalar()
+    async with engine.connect() as conn, conn.begin(isolation="repeatable_read"):
+        ti = (await conn.execute(sql.FIND_TASK_INSTANCE, params)).first()
+        if ti is None:
+            raise await missing_instance(conn, dag_id, run_id, task_key)
+        latest = ti.attempted_try or 0
+        number = try_number or latest
+        if number == 0 or number > latest:
+            _no_such_try(task_key, run_id, number, latest, TaskState(ti.state))
+        out = bytearray()
+        position = offset
+        while len(out) < max_bytes:  # a page of stored pieces at a time
+            read = {"ti_id": ti.id, "try_number": number, "offset": position, "limit": PAGE_ROWS}
+            rows = (await conn.execute(sql.READ_LOGS, read)).all()
+            position = _append(out, rows, position, max_bytes)
+            if len(rows) < PAGE_ROWS:
+                break
+        attempt_state = (
+            await conn.execute(sql.ATTEMPT_STATE, {"ti_id": ti.id, "try_number": number})
+        ).scalar()
     return LogSlice(
         data=out.decode(errors="replace"),
         next_offset=position,
@@ -103,7 +100,7 @@ def _no_such_try(task_key: str, run_id: str, number: int, latest: int, state: Ta
     raise NotFound(f"{where} has no try {number} (latest: {latest})")
 
 
-def _append(out: bytearray, rows: Sequence[Row[Any]], position: int, max_bytes: int) -> int:
+def _append(out: bytearray, rows: Sequence[Row], position: int, max_bytes: int) -> int:
     """Add the stored pieces ``rows`` from byte ``position`` to ``out``, up to ``max_bytes`` in all;
     the position after them."""
     for row in rows:

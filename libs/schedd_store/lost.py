@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from schedd_core.states import TaskState
 from schedd_store import statements as sql
+from schedd_store.database import Connection
 from schedd_store.fence import FencedConnection
 
 
@@ -60,7 +59,7 @@ async def fail_over_lost_attempts(
 
 
 async def seconds_until_attempt_lost(
-    conn: AsyncConnection, *, leased_workers: Sequence[str] | None, fallback_limit: float
+    conn: Connection, *, leased_workers: Sequence[str] | None, fallback_limit: float
 ) -> float | None:
     """Seconds until the first running attempt can be lost (0 or less: now); None if none runs."""
     value = (

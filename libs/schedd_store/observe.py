@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from schedd_store.database import Engine
 from schedd_store.statements.guards import _sql
 
 QUEUED_IN_TRACED_RUNS = _sql(
@@ -31,7 +29,7 @@ class TracedRun:
     task_ids: list[str]
 
 
-async def traced_runs_of(engine: AsyncEngine, ti_ids: Sequence[int]) -> list[TracedRun]:
+async def traced_runs_of(engine: Engine, ti_ids: Sequence[int]) -> list[TracedRun]:
     """The traced runs (``dag_runs.trace_context`` set) of the task instances ``ti_ids`` that are
     queued, running or ended, with their task ids; untraced runs are left out."""
     async with engine.connect() as conn:
@@ -39,14 +37,14 @@ async def traced_runs_of(engine: AsyncEngine, ti_ids: Sequence[int]) -> list[Tra
     return [TracedRun(r.dag_id, r.run_id, r.trace_context, list(r.task_ids)) for r in rows]
 
 
-async def schema_revision(engine: AsyncEngine) -> str:
+async def schema_revision(engine: Engine) -> str:
     """The Alembic revision the database is at ('' before the first migration)."""
     async with engine.connect() as conn:
-        row = (await conn.execute(text("SELECT version_num FROM alembic_version"))).first()
+        row = (await conn.execute("SELECT version_num FROM alembic_version")).first()
     return str(row[0]) if row else ""
 
 
-async def warm_up(engine: AsyncEngine) -> None:
+async def warm_up(engine: Engine) -> None:
     """Open a pooled connection with one round trip, so the next caller does not pay for it."""
     async with engine.connect() as conn:
-        await conn.execute(text("SELECT 1"))
+        await conn.execute("SELECT 1")

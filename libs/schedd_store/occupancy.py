@@ -8,19 +8,18 @@ every second; readers add the deltas, so a late compaction only costs a few more
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd_store import statements as sql
+from schedd_store.database import Connection, Engine
 
 
-async def compact(engine: AsyncEngine) -> int:
+async def compact(engine: Engine) -> int:
     """Fold the pending deltas into the sums; returns how many were folded."""
     async with engine.begin() as conn:
         folded: int = (await conn.execute(sql.COMPACT_OCCUPANCY)).scalar_one()
     return folded
 
 
-async def counted(conn: AsyncConnection) -> tuple[dict[tuple[str, bool], int], dict[str, int]]:
+async def counted(conn: Connection) -> tuple[dict[tuple[str, bool], int], dict[str, int]]:
     """What the counters say: slots by (pool, backfill lane), and task instances by DAG (non-zero)."""
     pools = {
         (r.pool, r.backfill): int(r.slots) for r in (await conn.execute(sql.COUNTED_POOL_OCCUPANCY)).all()
@@ -29,7 +28,7 @@ async def counted(conn: AsyncConnection) -> tuple[dict[tuple[str, bool], int], d
     return pools, dags
 
 
-async def recount(conn: AsyncConnection) -> tuple[dict[tuple[str, bool], int], dict[str, int]]:
+async def recount(conn: Connection) -> tuple[dict[tuple[str, bool], int], dict[str, int]]:
     """The same, counted from the task instances themselves."""
     pools = {
         (r.pool, r.backfill): int(r.slots) for r in (await conn.execute(sql.RECOUNT_POOL_OCCUPANCY)).all()

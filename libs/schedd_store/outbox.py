@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class OutboxEvent:
     dag_version_id: int | None
 
 
-async def take_due(engine: AsyncEngine, *, limit: int, lease: float) -> list[OutboxEvent]:
+async def take_due(engine: Engine, *, limit: int, lease: float) -> list[OutboxEvent]:
     async with engine.begin() as conn:
         rows = (await conn.execute(sql.CLAIM_OUTBOX, {"limit": limit, "lease": lease})).all()
         run_pks = sorted({int(r.payload["run_pk"]) for r in rows if r.payload.get("run_pk") is not None})
@@ -52,14 +51,12 @@ async def take_due(engine: AsyncEngine, *, limit: int, lease: float) -> list[Out
     return events
 
 
-async def mark_delivered(engine: AsyncEngine, ids: list[int]) -> None:
+async def mark_delivered(engine: Engine, ids: list[int]) -> None:
     async with engine.begin() as conn:
         await conn.execute(sql.MARK_DELIVERED, {"ids": ids})
 
 
-async def mark_failed(
-    engine: AsyncEngine, event_id: int, *, error: str, delay: float, max_attempts: int
-) -> None:
+async def mark_failed(engine: Engine, event_id: int, *, error: str, delay: float, max_attempts: int) -> None:
     async with engine.begin() as conn:
         await conn.execute(
             sql.MARK_DELIVERY_FAILED,
@@ -67,7 +64,7 @@ async def mark_failed(
         )
 
 
-async def seconds_until_due(engine: AsyncEngine) -> float | None:
+async def seconds_until_due(engine: Engine) -> float | None:
     async with engine.connect() as conn:
         value = (await conn.execute(sql.SECONDS_UNTIL_OUTBOX_DUE)).scalar()
     return None if value is None else float(value)

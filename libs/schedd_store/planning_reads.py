@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from schedd_core.graph import DagGraph
 from schedd_core.planner import TaskSnapshot
 from schedd_core.states import TaskState
 from schedd_store import statements as sql
+from schedd_store.database import Connection
 from schedd_store.fence import FencedConnection
 
 #: The snapshot of every (state, retry_due, retry_unscheduled) without branch choices, built once:
@@ -93,7 +92,7 @@ def _add_task(run: PlanningRun, t: Sequence[Any]) -> str:
     return key
 
 
-async def unfinished_run_pks(conn: AsyncConnection) -> list[int]:
+async def unfinished_run_pks(conn: Connection) -> list[int]:
     return [int(r[0]) for r in (await conn.execute(sql.UNFINISHED_RUNS)).all()]
 
 
@@ -106,7 +105,7 @@ async def load_runs(
     runs: dict[int, PlanningRun] = {}
     deferred: list[int] = []
     result = await conn.execute(sql.LOCK_RUNS_AND_LOAD_TASKS, {"run_pks": list(run_pks), "budget": budget})
-    rows: list[Sequence[Any]] = list(result.all())
+    rows = result.all()
     for r in rows:
         run = runs.get(r[0])
         if run is None:
@@ -127,7 +126,7 @@ async def load_changes(
     runs: dict[int, PlanningRun] = {}
     ti_ids = sorted({ti for named in changes.values() for ti in named})
     result = await conn.execute(sql.LOCK_RUNS_WITH_CHANGES, {"run_pks": sorted(changes), "ti_ids": ti_ids})
-    rows: list[Sequence[Any]] = list(result.all())
+    rows = result.all()
     for r in rows:
         run = runs.get(r[0])
         if run is None:

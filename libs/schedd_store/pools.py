@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.errors import InvalidArgument
 from schedd_core.identifiers import check_id
 from schedd_core.limits import MAX_CONCURRENCY
 from schedd_store import channels, statements as sql
+from schedd_store.database import Engine
 
 
-async def pool_sizes(engine: AsyncEngine) -> dict[str, int]:
+async def pool_sizes(engine: Engine) -> dict[str, int]:
     """Every pool's number of slots, by name."""
     async with engine.connect() as conn:
         return {r.name: int(r.slots) for r in (await conn.execute(sql.LIST_POOL_SIZES)).all()}
@@ -29,7 +28,7 @@ class PoolRecord:
     backfill_share: float = 0.5
 
 
-async def list_pools(engine: AsyncEngine) -> list[PoolRecord]:
+async def list_pools(engine: Engine) -> list[PoolRecord]:
     async with engine.connect() as conn:
         rows = (await conn.execute(sql.LIST_POOLS)).all()
     return [
@@ -39,7 +38,7 @@ async def list_pools(engine: AsyncEngine) -> list[PoolRecord]:
 
 
 async def set_pool(
-    engine: AsyncEngine,
+    engine: Engine,
     name: str,
     slots: int,
     description: str | None = None,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from schedd_store.database import Engine
 from schedd_store.statements.guards import _sql
 
 QUEUE_LOADS = _sql(
@@ -27,7 +26,7 @@ class QueueLoad:
         return self.queued + self.running
 
 
-async def queue_loads(engine: AsyncEngine) -> dict[str, QueueLoad]:
+async def queue_loads(engine: Engine) -> dict[str, QueueLoad]:
     """Every queue with anything queued or running, by name."""
     async with engine.connect() as conn:
         rows = (await conn.execute(QUEUE_LOADS)).all()

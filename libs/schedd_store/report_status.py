@@ -11,10 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from schedd_store import statements as sql
-from schedd_store.direct import DirectConnection
+from schedd_store.database import Connection
 from schedd_store.reports import AttemptResult
 from schedd_store.sensors import recorded_state
 
@@ -27,7 +25,7 @@ class ReportStatus(enum.Enum):
 
 
 async def recorded_outcomes(
-    conn: AsyncConnection | DirectConnection, results: Sequence[AttemptResult]
+    conn: Connection, results: Sequence[AttemptResult]
 ) -> dict[str, tuple[str, bool]]:
     """The recorded state of each attempt, and whether the reporting worker holds it, by attempt id."""
     if not results:

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
+from asyncpg import IntegrityConstraintViolationError
 
 from schedd_core.errors import AlreadyExists, InvalidArgument, ScheddError, quote
 from schedd_core.limits import MAX_REQUEST_ID_CHARS
 from schedd_core.request_key import RequestKey
 from schedd_store import statements as sql
+from schedd_store.database import Connection
 
 
-async def claim_request(conn: AsyncConnection, method: str, request_id: str, body_hash: str) -> str | None:
+async def claim_request(conn: Connection, method: str, request_id: str, body_hash: str) -> str | None:
     """Record the request; the resource an identical earlier request made, or None the first time."""
     if len(request_id) > MAX_REQUEST_ID_CHARS:
         raise InvalidArgument("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} characters")
@@ -41,13 +41,13 @@ async def claim_request(conn: AsyncConnection, method: str, request_id: str, bod
     return str(earlier.resource)
 
 
-async def record_resource(conn: AsyncConnection, method: str, request_id: str, resource: str) -> None:
+async def record_resource(conn: Connection, method: str, request_id: str, resource: str) -> None:
     await conn.execute(
         sql.RECORD_REQUEST_RESOURCE, {"method": method, "request_id": request_id, "resource": resource}
     )
 
 
-async def earlier_outcome(conn: AsyncConnection, method: str, request: RequestKey | None) -> str | None:
+async def earlier_outcome(conn: Connection, method: str, request: RequestKey | None) -> str | None:
     """For a call that may carry a request id: None when it is new (go on, then
     :func:`record_outcome`), else what the first call recorded (answer with it, do nothing)."""
     if request is None:
@@ -55,15 +55,15 @@ async def earlier_outcome(conn: AsyncConnection, method: str, request: RequestKe
     return await claim_request(conn, method, request.request_id, request.body_hash)
 
 
-async def record_outcome(
-    conn: AsyncConnection, method: str, request: RequestKey | None, outcome: str
-) -> None:
+async def record_outcome(conn: Connection, method: str, request: RequestKey | None, outcome: str) -> None:
     """Record what a call with a request id did (nothing to record without one)."""
     if request is not None:
         await record_resource(conn, method, request.request_id, outcome)
 
 
-def constraint_error(exc: IntegrityError, meanings: Mapping[str, ScheddError]) -> ScheddError | None:
+def constraint_error(
+    exc: IntegrityConstraintViolationError, meanings: Mapping[str, ScheddError]
+) -> ScheddError | None:
     """The domain error for the unique constraint ``exc`` violated, if ``meanings`` names it."""
-    name = getattr(getattr(exc.orig, "__cause__", None), "constraint_name", None)
+    name = exc.constraint_name
     return meanings.get(name) if name else None

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import TextClause
-
 from schedd_store import statements as sql
 from schedd_store.fence import Fence
+from schedd_store.named_sql import Statement
 
 DAY = 86_400.0
 #: Rows one batch deletes at most (for runs: runs; see RUN_BUDGET).
@@ -41,14 +40,14 @@ class Retention:
                 raise ValueError(f"retention of {name} must not be negative")
 
 
-async def purge_batch(fence: Fence, statement: TextClause, age: float, *, batch: int = BATCH) -> int:
+async def purge_batch(fence: Fence, statement: Statement, age: float, *, batch: int = BATCH) -> int:
     """Delete one batch of what ``statement`` deletes that is older than ``age``; the count."""
     async with fence.transaction() as conn:
         rows = (await conn.execute(statement, {"age": age, "batch": batch, "budget": RUN_BUDGET})).all()
     return len(rows)
 
 
-def purges(retention: Retention) -> list[tuple[str, TextClause, float]]:
+def purges(retention: Retention) -> list[tuple[str, Statement, float]]:
     """(name, statement, age) of every kind of record retention deletes, kept-forever ones left out."""
     kinds = [
         ("runs", sql.PURGE_FINISHED_RUNS, retention.runs),

@@ -25,17 +25,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.graph import DagGraph
 from schedd_core.states import TaskState
 from schedd_store import statements as sql
+from schedd_store.database import Connection as StoreConnection
 from schedd_store.fence import FencedConnection
 from schedd_store.records import parse_spec
 
 #: The api's transactions and the leader's fenced ones both move runs.
-Connection = AsyncConnection | FencedConnection
+Connection = StoreConnection | FencedConnection
 
 #: States of a task instance that block moving its run to a version without its task.
 _IN_FLIGHT = frozenset(

@@ -8,14 +8,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from asyncpg import IntegrityConstraintViolationError
 
 from schedd_core.errors import AlreadyExists, NotFound, quote
 from schedd_core.graph import DagGraph
 from schedd_core.mapping import UNMAPPED, split_key
 from schedd_core.request_key import RequestKey
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 from schedd_store.instance_lookup import missing_instance
 from schedd_store.records import RunRecord, TaskInstanceRecord, parse_spec
 from schedd_store.requests import claim_request, constraint_error, record_resource
@@ -28,7 +28,7 @@ def run_name(dag_id: str, run_id: str) -> str:
 
 
 async def create_run(
-    engine: AsyncEngine,
+    engine: Engine,
     *,
     dag_id: str,
     run_id: str,
@@ -66,7 +66,7 @@ async def create_run(
                     raise NotFound(f"dag {quote(dag_id)} not found")
                 if request is not None:
                     await record_resource(conn, CREATE_RUN, request.request_id, run_name(dag_id, run_id))
-    except IntegrityError as exc:
+    except IntegrityConstraintViolationError as exc:
         error = constraint_error(
             exc,
             {
@@ -86,7 +86,7 @@ async def create_run(
     return await get_run(engine, dag_id, run_id)
 
 
-async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
+async def get_run(engine: Engine, dag_id: str, run_id: str) -> RunRecord:
     """The run with its task instances in dependency order (the order the run's first plan made them
     in), a mapped task's instances together at its place, by map index."""
     async with engine.connect() as conn:
@@ -100,7 +100,7 @@ async def get_run(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
     return _run(row._mapping, tis)
 
 
-async def get_run_summary(engine: AsyncEngine, dag_id: str, run_id: str) -> RunRecord:
+async def get_run_summary(engine: Engine, dag_id: str, run_id: str) -> RunRecord:
     """The run with how many of its task instances are in each state instead of the task instances:
     two small reads, whatever the size of the run."""
     async with engine.connect() as conn:
@@ -111,7 +111,7 @@ async def get_run_summary(engine: AsyncEngine, dag_id: str, run_id: str) -> RunR
     return replace(_run(row._mapping, []), task_state_counts=counts)
 
 
-async def pinned_version(engine: AsyncEngine, dag_id: str, run_id: str) -> str:
+async def pinned_version(engine: Engine, dag_id: str, run_id: str) -> str:
     """The hash of the DAG version the run is pinned to now."""
     async with engine.connect() as conn:
         row = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
@@ -140,7 +140,7 @@ class RunCursor:
 
 
 async def list_runs(
-    engine: AsyncEngine,
+    engine: Engine,
     *,
     dag_id: str | None,
     limit: int,
@@ -180,7 +180,7 @@ class TaskResult:
     value: Any
 
 
-async def task_result(engine: AsyncEngine, dag_id: str, run_id: str, task_key: str) -> TaskResult:
+async def task_result(engine: Engine, dag_id: str, run_id: str, task_key: str) -> TaskResult:
     """The value the successful attempt of the task instance ``task_key`` names (a task id, or
     ``task_id[map_index]``) returned, as stored. NotFound (saying why) when the key names none."""
     task_id, map_index = split_key(task_key)

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
+from asyncpg import IntegrityConstraintViolationError
 
 from schedd_core.errors import AlreadyExists
 from schedd_core.states import RunType
 from schedd_core.timetables import DataInterval
 from schedd_store import statements as sql
+from schedd_store.database import Connection
 from schedd_store.fence import FencedConnection
 from schedd_store.requests import constraint_error
 
@@ -146,7 +146,7 @@ async def create_interval_runs(
     }
     try:
         rows = (await conn.execute(sql.INSERT_INTERVAL_RUNS, params)).all()
-    except IntegrityError as exc:
+    except IntegrityConstraintViolationError as exc:
         error = constraint_error(
             exc,
             {
@@ -182,18 +182,18 @@ async def stop_schedule(conn: FencedConnection, dag_id: str) -> None:
     await conn.execute(sql.STOP_SCHEDULE, {"dag_id": dag_id})
 
 
-async def next_due(conn: AsyncConnection) -> datetime | None:
+async def next_due(conn: Connection) -> datetime | None:
     """The earliest moment an unpaused DAG's schedule must be looked at."""
     value: datetime | None = (await conn.execute(sql.NEXT_SCHEDULE_DUE)).scalar()
     return value
 
 
-async def reset_schedule(conn: AsyncConnection, dag_id: str, schedule_key: str) -> None:
+async def reset_schedule(conn: Connection, dag_id: str, schedule_key: str) -> None:
     """After a registration: when the DAG's schedule fields changed, the leader plans it afresh (now)."""
     await conn.execute(sql.RESET_SCHEDULE, {"dag_id": dag_id, "schedule_key": schedule_key})
 
 
-async def wake_schedule(conn: AsyncConnection, dag_id: str) -> None:
+async def wake_schedule(conn: Connection, dag_id: str) -> None:
     """After an unpause: the leader looks at the DAG's schedule now."""
     await conn.execute(sql.WAKE_SCHEDULE, {"dag_id": dag_id})
 
@@ -207,7 +207,7 @@ class StoredSchedule:
     covered_until: datetime | None
 
 
-async def stored_schedule(conn: AsyncConnection, dag_id: str) -> StoredSchedule:
+async def stored_schedule(conn: Connection, dag_id: str) -> StoredSchedule:
     """The DAG's stored schedule state (all None for an unknown DAG)."""
     row = (await conn.execute(sql.SCHEDULE_STATE_OF_DAG, {"dag_id": dag_id})).first()
     if row is None:

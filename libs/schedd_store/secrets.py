@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_auth.secret_backends import EnvironmentBackend, FilesBackend, SecretsBackend
 from schedd_auth.secret_box import SecretBox, SecretKeyError
 from schedd_core.connections import ConnectionValue, check_grants, check_name, check_value
 from schedd_core.errors import NotFound, PermissionDenied
 from schedd_store import statements as sql
+from schedd_store.database import Engine
 
 VARIABLE = "variable"
 CONNECTION = "connection"
@@ -54,7 +53,7 @@ def _source(backend: SecretsBackend) -> str:
 
 class SecretStore:
     def __init__(
-        self, engine: AsyncEngine, box: SecretBox | None, backends: list[SecretsBackend] | None = None
+        self, engine: Engine, box: SecretBox | None, backends: list[SecretsBackend] | None = None
     ) -> None:
         self._engine = engine
         self._box = box

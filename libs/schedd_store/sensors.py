@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from schedd_core.states import AttemptState, TaskState
 from schedd_store import statements as sql
-from schedd_store.direct import DirectConnection
+from schedd_store.database import Connection
 from schedd_store.reports import AttemptResult
 
 
@@ -36,9 +34,7 @@ def recorded_state(result: AttemptResult) -> str:
     return (AttemptState.SUCCESS if result.succeeded else AttemptState.FAILED).value
 
 
-async def apply_sensor_outcomes(
-    conn: AsyncConnection | DirectConnection, results: Sequence[AttemptResult]
-) -> dict[str, int]:
+async def apply_sensor_outcomes(conn: Connection, results: Sequence[AttemptResult]) -> dict[str, int]:
     """Apply sensor outcomes in the caller's transaction; returns the run of each applied attempt, by
     attempt id (the others were stale or repeated)."""
     if not results:

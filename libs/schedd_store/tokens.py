@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from asyncpg import IntegrityConstraintViolationError
 
 from schedd_auth.roles import ENROLL, ROLES, WORKER
 from schedd_auth.tokens import Token, matches, new_token
@@ -23,6 +22,7 @@ from schedd_core.errors import AlreadyExists, InvalidArgument, NotFound, Permiss
 from schedd_core.identifiers import check_id
 from schedd_core.limits import MAX_ENROLLED_WORKER_ID_CHARS
 from schedd_store import statements as sql
+from schedd_store.database import Connection, Engine
 from schedd_store.requests import constraint_error
 
 
@@ -60,7 +60,7 @@ def _record(row: object) -> TokenRecord:
 
 
 async def create_token(
-    engine: AsyncEngine,
+    engine: Engine,
     name: str,
     role: str,
     *,
@@ -112,7 +112,7 @@ def _check_limits(role: str, queues: tuple[str, ...], max_uses: int | None) -> N
 
 
 async def _insert(
-    conn: AsyncConnection,
+    conn: Connection,
     name: str,
     role: str,
     *,
@@ -136,7 +136,7 @@ async def _insert(
     }
     try:
         row = (await conn.execute(sql.INSERT_TOKEN, params)).one()
-    except IntegrityError as exc:
+    except IntegrityConstraintViolationError as exc:
         error = constraint_error(
             exc,
             {
@@ -158,7 +158,7 @@ class Lookup:
     refusal: str = ""
 
 
-async def authenticate(engine: AsyncEngine, token: Token) -> Lookup:
+async def authenticate(engine: Engine, token: Token) -> Lookup:
     """The token's record if its secret matches and it is neither revoked nor expired; otherwise
     the reason (an unknown id and a wrong secret give the same one)."""
     async with engine.connect() as conn:
@@ -174,7 +174,7 @@ async def authenticate(engine: AsyncEngine, token: Token) -> Lookup:
     return Lookup(_record(row))
 
 
-async def enroll(engine: AsyncEngine, enrollment_token_id: str, worker_id: str) -> tuple[TokenRecord, Token]:
+async def enroll(engine: Engine, enrollment_token_id: str, worker_id: str) -> tuple[TokenRecord, Token]:
     """Issue a worker token bound to ``worker_id`` and to the enrollment token's queues, spending one
     use of the enrollment token, in one transaction.
 
@@ -212,9 +212,7 @@ async def enroll(engine: AsyncEngine, enrollment_token_id: str, worker_id: str) 
         )
 
 
-async def list_tokens(
-    engine: AsyncEngine, *, after: str, limit: int, include_revoked: bool
-) -> list[TokenRecord]:
+async def list_tokens(engine: Engine, *, after: str, limit: int, include_revoked: bool) -> list[TokenRecord]:
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
@@ -224,7 +222,7 @@ async def list_tokens(
     return [_record(r) for r in rows]
 
 
-async def revoke_token(engine: AsyncEngine, name: str) -> TokenRecord:
+async def revoke_token(engine: Engine, name: str) -> TokenRecord:
     check_id("name", name)
     async with engine.begin() as conn:
         row = (await conn.execute(sql.REVOKE_TOKEN, {"name": name})).first()

@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from google.protobuf.message import DecodeError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import ScheddError
 from schedd_core.graph import DagGraph
 from schedd_store import statements as sql
-from schedd_store.direct import DirectConnection
+from schedd_store.database import Connection
 from schedd_store.fence import FencedConnection
 from schedd_store.records import parse_spec
 
@@ -32,9 +31,7 @@ class VersionCache:
         self._tasks: dict[int, dict[str, pb.TaskSpec]] = {}
         self._broken: dict[int, str] = {}
 
-    async def load(
-        self, conn: AsyncConnection | FencedConnection | DirectConnection, version_ids: Iterable[int]
-    ) -> None:
+    async def load(self, conn: Connection | FencedConnection, version_ids: Iterable[int]) -> None:
         """Make sure every version in ``version_ids`` is cached (or known to be unreadable)."""
         missing = [v for v in set(version_ids) if v not in self._specs and v not in self._broken]
         if missing:

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.errors import NotFound, quote
 from schedd_store import channels, statements as sql
+from schedd_store.database import Engine
 
 
 @dataclass(frozen=True)
@@ -26,9 +25,7 @@ class WorkerRecord:
     last_seen_at: datetime
 
 
-async def list_workers(
-    engine: AsyncEngine, *, after: str, limit: int, include_gone: bool
-) -> list[WorkerRecord]:
+async def list_workers(engine: Engine, *, after: str, limit: int, include_gone: bool) -> list[WorkerRecord]:
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
@@ -38,7 +35,7 @@ async def list_workers(
     return [_worker(r._mapping) for r in rows]
 
 
-async def request_drain(engine: AsyncEngine, worker_id: str) -> WorkerRecord:
+async def request_drain(engine: Engine, worker_id: str) -> WorkerRecord:
     """Record the request and tell the registries; the worker's registry forwards it."""
     async with engine.begin() as conn:
         if (await conn.execute(sql.REQUEST_DRAIN, {"worker_id": worker_id})).first() is None:

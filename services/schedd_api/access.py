@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_api.paging import keyset_token, page_size
@@ -13,6 +12,7 @@ from schedd_auth.audit import AuditRecord
 from schedd_core.errors import InvalidArgument
 from schedd_rpc import convert, names
 from schedd_store import audit, tokens
+from schedd_store.database import Engine
 
 
 def _token(record: tokens.TokenRecord) -> pb.ApiToken:
@@ -47,7 +47,7 @@ def _record(entry: AuditRecord) -> pb.AuditRecord:
 
 
 class TokenServicer(api_pb2_grpc.TokenServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
     async def CreateToken(
@@ -89,7 +89,7 @@ class TokenServicer(api_pb2_grpc.TokenServiceServicer):
 
 
 class AuditServicer(api_pb2_grpc.AuditServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
     async def ListAuditRecords(

@@ -9,7 +9,6 @@ operator; reading, viewer).
 from __future__ import annotations
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import assets_pb2 as apb, assets_pb2_grpc
 from schedd_api.paging import keyset_token, page, page_size
@@ -19,12 +18,13 @@ from schedd_rpc import names
 from schedd_rpc.convert import struct, ts
 from schedd_store import assets as store, runs
 from schedd_store.assets import AssetRecord, EventRecord, NewEvent
+from schedd_store.database import Engine
 
 MAX_REQUEST_ID_CHARS = 128
 
 
 class AssetServicer(assets_pb2_grpc.AssetServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
     async def CreateAssetEvent(

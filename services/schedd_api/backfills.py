@@ -3,8 +3,6 @@ listing the intervals it covers, and the next runs of a schedule."""
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.backfill_plan import Reprocess, Strategy, backfill_intervals
 from schedd_core.clock import Clock
@@ -18,6 +16,7 @@ from schedd_core.timetables import DataInterval
 from schedd_rpc import convert
 from schedd_store import backfills, dags as dag_store, schedules
 from schedd_store.backfills import BackfillOptions
+from schedd_store.database import Engine
 from schedd_store.records import BackfillRecord
 
 DEFAULT_MAX_ACTIVE_RUNS = 4
@@ -40,7 +39,7 @@ _REPROCESS = {
 
 
 async def create(
-    engine: AsyncEngine,
+    engine: Engine,
     clock: Clock,
     dag_id: str,
     request: pb.Backfill,
@@ -95,7 +94,7 @@ def _bounded(field: str, value: int, default: int) -> int:
     return value or default
 
 
-async def next_runs(engine: AsyncEngine, clock: Clock, dag_id: str, count: int) -> list[DataInterval]:
+async def next_runs(engine: Engine, clock: Clock, dag_id: str, count: int) -> list[DataInterval]:
     """The DAG's next scheduled runs: logical dates, data intervals, run times (none for a DAG
     without a schedule)."""
     if count < 0 or count > MAX_NEXT_RUNS:

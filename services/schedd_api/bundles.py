@@ -16,17 +16,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2
 from schedd_core.bundle_archive import DEFAULT_LIMITS, ArchiveLimits, check_sha256
 from schedd_core.errors import InvalidArgument
 from schedd_core.limits import MAX_ARCHIVE_BYTES
 from schedd_store import bundles
+from schedd_store.database import Engine
 
 
 class BundleServicer:
-    def __init__(self, engine: AsyncEngine, limits: ArchiveLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, engine: Engine, limits: ArchiveLimits = DEFAULT_LIMITS) -> None:
         self._engine = engine
         self._limits = limits
 

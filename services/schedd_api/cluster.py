@@ -5,11 +5,10 @@ from __future__ import annotations
 import importlib.metadata
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_coord.client import EtcdClient
 from schedd_coord.election import Election, LeaderInfo
 from schedd_core.errors import FailedPrecondition
+from schedd_store.database import Engine
 from schedd_store.fence import read_fence
 
 
@@ -20,7 +19,7 @@ class LeaderStatus:
     standbys: list[LeaderInfo]
 
 
-async def leader_status(engine: AsyncEngine, etcd: EtcdClient | None) -> LeaderStatus:
+async def leader_status(engine: Engine, etcd: EtcdClient | None) -> LeaderStatus:
     """The current leader (None during an election), the fence's token, and the standbys.
 
     A key of the election that holds a value no scheduler writes (written by hand, or forged) is

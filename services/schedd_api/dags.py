@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.assets import normalize_spec_assets
 from schedd_core.bundle_archive import check_sha256
@@ -13,10 +11,11 @@ from schedd_core.spec import validate_spec
 from schedd_core.timetable_spec import resolve_cron_semantics, schedule_key
 from schedd_core.version_identity import canonical, version_hash
 from schedd_store import bundles, dags, pools
+from schedd_store.database import Engine
 
 
 async def register(
-    engine: AsyncEngine,
+    engine: Engine,
     spec: pb.DagSpec,
     request: RequestKey | None = None,
     *,
@@ -36,9 +35,7 @@ async def register(
     )
 
 
-async def check(
-    engine: AsyncEngine, spec: pb.DagSpec, *, cron_data_intervals: bool = True
-) -> tuple[str, bool]:
+async def check(engine: Engine, spec: pb.DagSpec, *, cron_data_intervals: bool = True) -> tuple[str, bool]:
     """Validate ``spec`` as ``register`` would (except that its code bundle need not be stored yet);
     return its version hash and whether registering it would make a new version. Stores nothing."""
     spec = normalize_spec_assets(resolve_cron_semantics(spec, create_cron_data_intervals=cron_data_intervals))
@@ -53,7 +50,7 @@ async def check(
     return vhash, False
 
 
-async def _check_bundle(engine: AsyncEngine, spec: pb.DagSpec) -> None:
+async def _check_bundle(engine: Engine, spec: pb.DagSpec) -> None:
     """A spec naming a code bundle names one that is stored (uploaded first), as workers fetch it
     when they run the DAG's Python tasks."""
     if not spec.code_bundle:

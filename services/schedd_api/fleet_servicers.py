@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import grpc
 from google.protobuf import empty_pb2
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_api import backfills, cluster, translate
@@ -15,11 +14,12 @@ from schedd_faults import FaultPoints
 from schedd_rpc import names
 from schedd_rpc.request_keys import request_key
 from schedd_store import backfills as backfill_store, deletion, pools as pool_store, workers as worker_store
+from schedd_store.database import Engine
 from schedd_store.observe import schema_revision
 
 
 class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
-    def __init__(self, engine: AsyncEngine, clock: Clock, faults: FaultPoints | None = None) -> None:
+    def __init__(self, engine: Engine, clock: Clock, faults: FaultPoints | None = None) -> None:
         self._engine = engine
         self._clock = clock
         self._faults = faults
@@ -79,7 +79,7 @@ class BackfillServicer(api_pb2_grpc.BackfillServiceServicer):
 
 
 class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
     async def ListWorkers(
@@ -102,7 +102,7 @@ class WorkerServicer(api_pb2_grpc.WorkerServiceServicer):
 
 
 class PoolServicer(api_pb2_grpc.PoolServiceServicer):
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
     async def ListPools(
@@ -129,7 +129,7 @@ class PoolServicer(api_pb2_grpc.PoolServiceServicer):
 
 
 class ClusterServicer(api_pb2_grpc.ClusterServiceServicer):
-    def __init__(self, engine: AsyncEngine, etcd: EtcdClient | None) -> None:
+    def __init__(self, engine: Engine, etcd: EtcdClient | None) -> None:
         self._engine = engine
         self._etcd = etcd
 

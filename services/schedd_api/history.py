@@ -17,13 +17,13 @@ import hashlib
 from pathlib import PurePosixPath
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_core.bundle_archive import check_archive
 from schedd_core.errors import InvalidArgument, NotFound, quote
 from schedd_rpc import convert, names
 from schedd_store import attempts, bundles, dags as dag_store
+from schedd_store.database import Engine
 
 MAX_FILE_CONTENT_BYTES = 256 * 1024
 MAX_CONTENT_BYTES = 2 * 1024 * 1024
@@ -41,7 +41,7 @@ def _check_path(path: str) -> str:
 
 
 async def version_files(
-    engine: AsyncEngine, request: api_pb2.ListDagVersionFilesRequest
+    engine: Engine, request: api_pb2.ListDagVersionFilesRequest
 ) -> api_pb2.ListDagVersionFilesResponse:
     """The answer of ``ListDagVersionFiles`` (see the module and the proto)."""
     dag_id, version_hash = names.parse_version_name(request.name)
@@ -95,7 +95,7 @@ def _attempt(record: attempts.AttemptRecord) -> api_pb2.TaskAttempt:
 class VersionFilesMixin:
     """``DagService.ListDagVersionFiles`` for a servicer with an ``_engine``."""
 
-    _engine: AsyncEngine
+    _engine: Engine
 
     async def ListDagVersionFiles(
         self, request: api_pb2.ListDagVersionFilesRequest, context: grpc.aio.ServicerContext
@@ -106,7 +106,7 @@ class VersionFilesMixin:
 class AttemptsMixin:
     """``RunService.ListTaskAttempts`` for a servicer with an ``_engine``."""
 
-    _engine: AsyncEngine
+    _engine: Engine
 
     async def ListTaskAttempts(
         self, request: api_pb2.ListTaskAttemptsRequest, context: grpc.aio.ServicerContext

@@ -8,7 +8,6 @@ import os
 import grpc
 import typer
 import uvloop
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, assets_pb2, secrets_pb2
 from schedd_api.access import AuditServicer, TokenServicer
@@ -46,6 +45,7 @@ from schedd_rpc.stream_limits import StreamCaps, StreamLimits
 from schedd_rpc.tls import ServerTLS
 from schedd_store import bootstrap_token, channels
 from schedd_store.callers import StoredCallers
+from schedd_store.database import Engine
 from schedd_store.engine import DATABASE_ERRORS, make_engine
 from schedd_store.notify import Listener
 from schedd_store.secrets import SecretStore
@@ -65,7 +65,7 @@ SERVED = {
 SERVICES = [service.full_name for service in SERVED.values()]
 
 
-def secrets_servicer(engine: AsyncEngine) -> SecretsServicer:
+def secrets_servicer(engine: Engine) -> SecretsServicer:
     """Variables and connections, with the keys and backends this process's environment names."""
     return SecretsServicer(SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ)))
 

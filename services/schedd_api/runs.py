@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from google.protobuf.message import DecodeError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2
 from schedd_core.clock import Clock
@@ -20,13 +19,14 @@ from schedd_core.params import check_run_params
 from schedd_core.request_key import RequestKey
 from schedd_core.states import RunType
 from schedd_store import dags, runs
+from schedd_store.database import Engine
 from schedd_store.records import RunRecord
 from schedd_store.schedules import run_id_for
 from schedd_telemetry import tracing
 
 
 async def trigger(
-    engine: AsyncEngine,
+    engine: Engine,
     clock: Clock,
     *,
     dag_id: str,
@@ -65,7 +65,7 @@ async def trigger(
     )
 
 
-def run_reader(view: int) -> Callable[[AsyncEngine, str, str], Awaitable[RunRecord]]:
+def run_reader(view: int) -> Callable[[Engine, str, str], Awaitable[RunRecord]]:
     """How a run is read in ``view`` (``RunView``); InvalidArgument for a view there is none of."""
     if view in (api_pb2.RUN_VIEW_UNSPECIFIED, api_pb2.RUN_VIEW_FULL):
         return runs.get_run

@@ -8,7 +8,6 @@ from typing import Any
 
 import grpc
 from google.protobuf import empty_pb2
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, api_pb2_grpc, resources_pb2 as pb
 from schedd_api import backfills, dags, runs, translate
@@ -32,13 +31,14 @@ from schedd_store import (
     logs as log_store,
     runs as run_store,
 )
+from schedd_store.database import Engine
 from schedd_store.logs import LogSlice
 
 
 class DagServicer(VersionFilesMixin, api_pb2_grpc.DagServiceServicer):
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         clock: Clock,
         *,
         paused_at_creation: bool = True,
@@ -142,7 +142,7 @@ class DagServicer(VersionFilesMixin, api_pb2_grpc.DagServiceServicer):
 class RunServicer(AttemptsMixin, api_pb2_grpc.RunServiceServicer):
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         clock: Clock,
         faults: FaultPoints | None = None,
         watchers: RunWatchers | None = None,
@@ -342,7 +342,7 @@ def _enum_name(enum_type: Any, value: int, field: str) -> str:
     return str(enum_type.Name(value)).removeprefix(prefix).lower()
 
 
-async def _resolve(engine: AsyncEngine, dag_id: str, run_id: str) -> str:
+async def _resolve(engine: Engine, dag_id: str, run_id: str) -> str:
     """``run_id``, or for ``@latest`` the id of the DAG's newest run (the highest create time) at
     the moment of the call: a run created just after is not it, which matters to a write call."""
     if run_id != names.LATEST_RUN:
@@ -354,7 +354,7 @@ async def _resolve(engine: AsyncEngine, dag_id: str, run_id: str) -> str:
 
 
 def _log_reader(
-    engine: AsyncEngine, request: api_pb2.GetTaskLogsRequest, task: tuple[str, str, str]
+    engine: Engine, request: api_pb2.GetTaskLogsRequest, task: tuple[str, str, str]
 ) -> Callable[[int, int], Awaitable[LogSlice]]:
     """Reads the logs of ``task`` (the request's name, resolved), from a try number and offset,
     after checking the request's fields."""

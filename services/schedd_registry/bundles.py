@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import worker_pb2
 from schedd_store import bundles
+from schedd_store.database import Engine
 
 
-async def stream_bundle(engine: AsyncEngine, sha256: str) -> AsyncIterator[worker_pb2.BundleChunk]:
+async def stream_bundle(engine: Engine, sha256: str) -> AsyncIterator[worker_pb2.BundleChunk]:
     """The chunks of bundle ``sha256``'s archive, in order."""
     size, pieces = await bundles.read_bundle(engine, sha256)
     async for data in pieces:

@@ -19,8 +19,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import resources_pb2 as pb, worker_pb2
 from schedd_core.backoff import Backoff
 from schedd_core.connections import ConnectionValue
@@ -28,6 +26,7 @@ from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.notifications import post_webhook, send_email
 from schedd_rpc import convert
 from schedd_store import outbox
+from schedd_store.database import Engine
 from schedd_store.outbox import OutboxEvent
 from schedd_store.secrets import CONNECTION, SecretStore
 from schedd_store.versions import VersionCache
@@ -41,7 +40,7 @@ LEASE = 120.0
 class CallbackRelay:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         dispatcher: Dispatcher,
         *,
         max_attempts: int = 10,

@@ -23,13 +23,12 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff
 from schedd_registry.dispatcher import Dispatcher
 from schedd_rpc import convert
 from schedd_store import channels, control, dispatch
+from schedd_store.database import Engine
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,7 @@ CANCEL_REASON = "stopped by a user (cancel, clear or mark)"
 
 
 class ControlHints:
-    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, *, drain_grace: float) -> None:
+    def __init__(self, engine: Engine, dispatcher: Dispatcher, *, drain_grace: float) -> None:
         self._engine = engine
         self._dispatcher = dispatcher
         self._drain_grace = drain_grace

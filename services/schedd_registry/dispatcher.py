@@ -25,8 +25,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff
 from schedd_core.clock import Clock, SystemClock
@@ -37,6 +35,7 @@ from schedd_faults import FaultPoints
 from schedd_registry.empty_queues import EmptyQueues
 from schedd_registry.sessions import WorkerSession
 from schedd_store import dispatch
+from schedd_store.database import Engine
 from schedd_store.dispatch import AttemptResult
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ BATCH_BYTES = 2 * 1024 * 1024
 class Dispatcher:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         builder: AssignmentBuilder,
         *,
         claim_batch: int,

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2
 from schedd_registry.dispatcher import Dispatcher
 from schedd_store import pools
+from schedd_store.database import Engine
 from schedd_store.queue_loads import QueueLoad, queue_loads
 from schedd_telemetry import exposition
 from schedd_telemetry.labels import BoundedLabel
@@ -107,9 +107,7 @@ class RegistryMetrics:
             seconds = (result.end_time.ToDatetime() - result.start_time.ToDatetime()).total_seconds()
             self.duration.labels(dag=dag).observe(max(seconds, 0.0))
 
-    def read_at_scrape(
-        self, engine: AsyncEngine, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop
-    ) -> None:
+    def read_at_scrape(self, engine: Engine, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop) -> None:
         """Serve the deployment's and the workers' gauges, read from ``engine`` and ``dispatcher`` on
         ``loop`` when scraped."""
         self.registry.register(DeploymentGauges(engine, dispatcher, loop))
@@ -122,7 +120,7 @@ class DeploymentGauges:
     the dispatcher's sessions are read on the thread that changes them. A scrape waits at most
     :data:`SCRAPE_TIMEOUT` seconds and answers without these gauges when that is not enough."""
 
-    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, engine: Engine, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop) -> None:
         self._engine = engine
         self._dispatcher = dispatcher
         self._loop = loop

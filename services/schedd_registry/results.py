@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff, retry
@@ -33,7 +32,7 @@ from schedd_registry.sessions import WorkerSession
 from schedd_rpc import convert
 from schedd_store import dispatch
 from schedd_store.batching import Batcher
-from schedd_store.direct import DirectConnection
+from schedd_store.database import Connection, Engine
 from schedd_store.dispatch import AttemptResult, ReportStatus
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,7 @@ class Applied(NamedTuple):
 
 
 class ResultReports:
-    def __init__(self, engine: AsyncEngine, dispatcher: Dispatcher) -> None:
+    def __init__(self, engine: Engine, dispatcher: Dispatcher) -> None:
         self._engine = engine
         self._dispatcher = dispatcher
         self.batcher: Batcher[AttemptResult, Applied] = Batcher("results", self._apply)
@@ -70,9 +69,7 @@ class ResultReports:
         successes that kept a credit for them."""
         handed: dict[int, Built] = {}
 
-        async def hand_off(
-            conn: AsyncConnection | DirectConnection, claimed: dict[int, ClaimedAttempt]
-        ) -> None:
+        async def hand_off(conn: Connection, claimed: dict[int, ClaimedAttempt]) -> None:
             handed.clear()  # a transaction tried again starts afresh
             handed.update(await self._dispatcher.builder.hand_off(conn, claimed))
 

@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from typing import Any
 
 import grpc
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
@@ -38,6 +37,7 @@ from schedd_registry.sessions import WorkerSession
 from schedd_rpc import convert, stream_batches
 from schedd_store import dispatch, tokens
 from schedd_store.batching import Batcher
+from schedd_store.database import Engine
 from schedd_store.dispatch import AttemptRef, LogChunk
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         dispatcher: Dispatcher,
         config: RegistryConfig,
         *,

@@ -17,14 +17,13 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.backoff import Backoff
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_store import backfill_runs
 from schedd_store.backfill_runs import AdvanceOutcome
+from schedd_store.database import Engine
 from schedd_store.engine import is_transient
 from schedd_store.fence import Fence
 from schedd_store.versions import VersionCache
@@ -38,7 +37,7 @@ MAX_STRIKES = 3
 class BackfillDriver:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         fence: Fence,
         versions: VersionCache,
         *,

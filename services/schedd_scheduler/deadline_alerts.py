@@ -23,13 +23,12 @@ import contextlib
 import logging
 import time
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.backoff import Backoff
 from schedd_core.deadline_alerts import AlertPlan, RunDeadline, deadline_rule, plan
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_faults import FaultPoints
 from schedd_store import deadline_misses
+from schedd_store.database import Engine
 from schedd_store.engine import is_transient
 from schedd_store.fence import Fence
 from schedd_store.versions import UnreadableVersion, VersionCache
@@ -44,7 +43,7 @@ MIN_POKE_INTERVAL = 0.5
 class DeadlineAlerts:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         fence: Fence,
         versions: VersionCache,
         *,

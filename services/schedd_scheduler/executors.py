@@ -21,9 +21,8 @@ import asyncio
 import enum
 from typing import TYPE_CHECKING, Protocol
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.permits import AttemptWindows
+from schedd_store.database import Engine
 
 if TYPE_CHECKING:
     from schedd_exec.environment import TaskEnvironment
@@ -55,7 +54,7 @@ class DistributedExecutor:
 
 def make_executor(
     kind: ExecutorKind,
-    engine: AsyncEngine,
+    engine: Engine,
     *,
     identity: str,
     parallelism: int,

@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.errors import FencedOut, LeaseExpired
 from schedd_store import occupancy
+from schedd_store.database import Engine
 from schedd_store.engine import is_transient
 from schedd_store.fence import Fence
 from schedd_store.retention import BATCH, Retention, purge_batch, purges
@@ -61,7 +60,7 @@ class OccupancyCompactor:
     """Folds the occupancy counters' deltas every ``interval`` seconds while there are any, and backs
     off to ``idle_interval`` while there are none (an idle cluster costs one query in ten seconds)."""
 
-    def __init__(self, engine: AsyncEngine, *, interval: float = 1.0, idle_interval: float = 10.0) -> None:
+    def __init__(self, engine: Engine, *, interval: float = 1.0, idle_interval: float = 10.0) -> None:
         self._engine = engine
         self._interval = interval
         self._idle_interval = idle_interval

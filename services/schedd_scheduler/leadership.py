@@ -22,8 +22,6 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_coord.client import EtcdClient
 from schedd_coord.election import Election
 from schedd_coord.errors import CoordinationError
@@ -45,6 +43,7 @@ from schedd_scheduler.schedules import ScheduleTimer
 from schedd_scheduler.timers import DeadlineTimer
 from schedd_scheduler.watchers import asset_watchers
 from schedd_store.channels import decode_ids
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.versions import VersionCache
 
@@ -58,7 +57,7 @@ class Replica:
     def __init__(
         self,
         config: SchedulerConfig,
-        engine: AsyncEngine,
+        engine: Engine,
         etcd: EtcdClient,
         pending: PendingRuns,
         metrics: SchedulerMetrics,

@@ -14,8 +14,6 @@ import socket
 import uuid
 from collections.abc import Awaitable, Sequence
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import worker_pb2
 from schedd_core.backoff import Backoff, retry
 from schedd_core.clock import SystemClock
@@ -30,6 +28,7 @@ from schedd_exec.outcome import Outcome
 from schedd_store import bundles, dispatch
 from schedd_store.batching import Batcher
 from schedd_store.claims import AssignmentClaims
+from schedd_store.database import Engine
 from schedd_store.dispatch import AttemptRef, AttemptResult, LogChunk, ReportStatus
 from schedd_store.engine import is_transient
 
@@ -42,7 +41,7 @@ MAX_RESULT_RETRY_DELAY = 2.0
 class LocalExecutor:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         *,
         identity: str,
         parallelism: int,

@@ -38,8 +38,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core import pass_plan
 from schedd_core.backoff import Backoff
 from schedd_core.deadlines import waits_for_time
@@ -55,6 +53,7 @@ from schedd_scheduler.pass_spans import PassSpans
 from schedd_scheduler.pending import Changes, PendingRuns
 from schedd_scheduler.run_cache import RunCache
 from schedd_store import planning_reads, scheduling
+from schedd_store.database import Engine
 from schedd_store.engine import is_transient
 from schedd_store.fence import Fence, FencedConnection
 from schedd_store.versions import VersionCache
@@ -75,7 +74,7 @@ def _waits_for_time(run: planning_reads.PlanningRun) -> bool:
 class SchedulingLoop:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         fence: Fence,
         pending: PendingRuns,
         versions: VersionCache,

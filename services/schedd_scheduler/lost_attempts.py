@@ -23,8 +23,6 @@ import asyncio
 import contextlib
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_coord.client import EtcdClient
 from schedd_coord.errors import CoordinationError
 from schedd_coord.members import leased_workers
@@ -32,6 +30,7 @@ from schedd_core.backoff import Backoff
 from schedd_core.states import TaskState
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import lost
+from schedd_store.database import Engine
 from schedd_store.engine import is_transient
 from schedd_store.fence import Fence
 
@@ -41,7 +40,7 @@ log = logging.getLogger(__name__)
 class LostAttemptSweeper:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         etcd: EtcdClient,
         fence: Fence,
         pending: PendingRuns,

@@ -16,8 +16,8 @@ import logging
 import time
 
 from opentelemetry.trace import SpanKind
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_store.database import Engine
 from schedd_store.observe import traced_runs_of
 from schedd_telemetry import tracing
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class PassSpans:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._tracer = tracing.tracer("schedd.scheduler")
         self._pending: set[asyncio.Task[None]] = set()

@@ -36,8 +36,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd_core.backoff import Backoff
 from schedd_core.clock import Clock, SystemClock
 from schedd_core.errors import FencedOut, LeaseExpired, ScheddError
@@ -47,6 +45,7 @@ from schedd_core.timetable_spec import timetable_of
 from schedd_faults import FaultPoints
 from schedd_scheduler.metrics import SchedulerMetrics
 from schedd_store import schedules
+from schedd_store.database import Engine
 from schedd_store.engine import is_transient
 from schedd_store.fence import Fence
 from schedd_store.schedules import DueDag, NewRun, ScheduleState
@@ -69,7 +68,7 @@ class StepResult:
 class ScheduleTimer:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Engine,
         fence: Fence,
         versions: VersionCache,
         *,

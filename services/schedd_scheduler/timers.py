@@ -18,12 +18,11 @@ import asyncio
 import contextlib
 import logging
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
 from schedd_core.backoff import Backoff
 from schedd_core.deadlines import Deadline, Wake, WakePlanner, task_deadline, timeout_deadline
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import statements as sql
+from schedd_store.database import Connection, Engine
 from schedd_store.engine import is_transient
 from schedd_store.versions import UnreadableVersion, VersionCache
 
@@ -32,7 +31,7 @@ log = logging.getLogger(__name__)
 
 class DeadlineTimer:
     def __init__(
-        self, engine: AsyncEngine, pending: PendingRuns, versions: VersionCache, *, idle_recheck: float = 30.0
+        self, engine: Engine, pending: PendingRuns, versions: VersionCache, *, idle_recheck: float = 30.0
     ) -> None:
         self._engine = engine
         self._pending = pending
@@ -67,7 +66,7 @@ class DeadlineTimer:
             self._pending.add(wake.runs)
         return wake.delay
 
-    async def _look(self, conn: AsyncConnection) -> Wake:
+    async def _look(self, conn: Connection) -> Wake:
         """Read the deadlines (one transaction: one ``now()`` for all) and plan the wake-up."""
         head = (await conn.execute(sql.NEXT_RETRY)).one()
         now = head.now

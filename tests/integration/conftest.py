@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from schedd_store.database import Engine
 from schedd_store.engine import make_engine
 from schedd_store.migrate import upgrade_async
 
@@ -18,7 +18,7 @@ async def migrated_url(fresh_database_url: str) -> str:
 
 
 @pytest.fixture
-async def engine(migrated_url: str) -> AsyncIterator[AsyncEngine]:
+async def engine(migrated_url: str) -> AsyncIterator[Engine]:
     engine = make_engine(migrated_url, pool_size=5, application_name="schedd-test")
     yield engine
     await engine.dispose()

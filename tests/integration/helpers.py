@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from schedd.v1 import resources_pb2 as pb
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import dags, dispatch, runs
+from schedd_store.database import Engine
 from schedd_store.dispatch import AttemptResult
 from schedd_store.fence import Fence, raise_fence
 from schedd_store.records import RunRecord
@@ -27,7 +26,7 @@ def spec(dag_id: str, edges: dict[str, list[str]]) -> pb.DagSpec:
     )
 
 
-async def registered_run(engine: AsyncEngine, dag: pb.DagSpec, run_id: str = "r1") -> RunRecord:
+async def registered_run(engine: Engine, dag: pb.DagSpec, run_id: str = "r1") -> RunRecord:
     await dags.register_dag(engine, dag)
     return await runs.create_run(
         engine,
@@ -39,15 +38,13 @@ async def registered_run(engine: AsyncEngine, dag: pb.DagSpec, run_id: str = "r1
     )
 
 
-async def leading_loop(engine: AsyncEngine, token: int = 1) -> SchedulingLoop:
+async def leading_loop(engine: Engine, token: int = 1) -> SchedulingLoop:
     """A scheduling loop of a term with ``token``, the fence raised for it."""
     await raise_fence(engine, token, f"test-{token}")
     return SchedulingLoop(engine, Fence(engine, token), PendingRuns(), VersionCache(), batch_size=500)
 
 
-async def finish_all_running(
-    engine: AsyncEngine, *, succeed: bool = True, result_json: str = ""
-) -> list[str]:
+async def finish_all_running(engine: Engine, *, succeed: bool = True, result_json: str = "") -> list[str]:
     """Claim every queued task instance of the default queue for worker ``w`` and report each
     attempt ended (succeeded, or failed with exit code 1; returning ``result_json``); the task ids
     claimed, sorted."""

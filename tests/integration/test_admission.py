@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_store import control, dags, dispatch, explaining, runs
+from schedd_store.database import Engine
 from schedd_store.dispatch import AttemptResult
+from schedd_store.named_sql import Statement
 from schedd_store.records import RunRecord
 
 from .helpers import leading_loop as _leading_loop
@@ -36,11 +36,11 @@ def _task(task_id: str, *upstream: str, **options: Any) -> pb.TaskSpec:
     )
 
 
-async def _dag(engine: AsyncEngine, dag_id: str, *tasks: pb.TaskSpec, **options: Any) -> None:
+async def _dag(engine: Engine, dag_id: str, *tasks: pb.TaskSpec, **options: Any) -> None:
     await dags.register_dag(engine, pb.DagSpec(dag_id=dag_id, tasks=list(tasks), **options))
 
 
-async def _run(engine: AsyncEngine, dag_id: str, run_id: str, *, minutes: int = 0) -> RunRecord:
+async def _run(engine: Engine, dag_id: str, run_id: str, *, minutes: int = 0) -> RunRecord:
     return await runs.create_run(
         engine,
         dag_id=dag_id,
@@ -51,15 +51,17 @@ async def _run(engine: AsyncEngine, dag_id: str, run_id: str, *, minutes: int = 
     )
 
 
-async def _pool(engine: AsyncEngine, name: str, slots: int) -> None:
+async def _pool(engine: Engine, name: str, slots: int) -> None:
     async with engine.begin() as conn:
-        await conn.execute(text("INSERT INTO pools (name, slots) VALUES (:n, :s)"), {"n": name, "s": slots})
+        await conn.execute(
+            Statement("INSERT INTO pools (name, slots) VALUES (:n, :s)"), {"n": name, "s": slots}
+        )
 
 
-async def _rows(engine: AsyncEngine) -> list[dict[str, Any]]:
+async def _rows(engine: Engine) -> list[dict[str, Any]]:
     async with engine.connect() as conn:
         result = await conn.execute(
-            text(
+            Statement(
                 "SELECT ti.id, r.run_id, ti.dag_id, ti.task_id, ti.state, ti.pool, ti.pool_slots, "
                 "ti.priority_weight FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk ORDER BY ti.id"
             )
@@ -67,11 +69,11 @@ async def _rows(engine: AsyncEngine) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in result]
 
 
-async def _states(engine: AsyncEngine) -> dict[tuple[str, str, str], str]:
+async def _states(engine: Engine) -> dict[tuple[str, str, str], str]:
     return {(r["dag_id"], r["run_id"], r["task_id"]): r["state"] for r in await _rows(engine)}
 
 
-async def _occupying(engine: AsyncEngine, *, pool: str | None = None, dag_id: str | None = None) -> list[Any]:
+async def _occupying(engine: Engine, *, pool: str | None = None, dag_id: str | None = None) -> list[Any]:
     return [
         (r["dag_id"], r["run_id"], r["task_id"])
         for r in await _rows(engine)
@@ -81,11 +83,11 @@ async def _occupying(engine: AsyncEngine, *, pool: str | None = None, dag_id: st
     ]
 
 
-async def _pool_usage(engine: AsyncEngine) -> dict[str, tuple[int, int]]:
+async def _pool_usage(engine: Engine) -> dict[str, tuple[int, int]]:
     """pool -> (slots held by queued and running task instances, pool size)."""
     async with engine.connect() as conn:
         result = await conn.execute(
-            text(
+            Statement(
                 "SELECT p.name, p.slots, COALESCE(sum(ti.pool_slots) FILTER (WHERE ti.state IN "
                 "('queued', 'running')), 0) AS used FROM pools p LEFT JOIN task_instances ti "
                 "ON ti.pool = p.name GROUP BY p.name, p.slots"
@@ -94,19 +96,19 @@ async def _pool_usage(engine: AsyncEngine) -> dict[str, tuple[int, int]]:
         return {r.name: (int(r.used), int(r.slots)) for r in result}
 
 
-async def _assert_pools_hold(engine: AsyncEngine) -> None:
+async def _assert_pools_hold(engine: Engine) -> None:
     for name, (used, slots) in (await _pool_usage(engine)).items():
         assert used <= slots, f"pool {name} holds {used} slots of {slots}"
 
 
-async def _finish(engine: AsyncEngine, which: Iterable[tuple[str, str, str]] | None = None) -> list[Any]:
+async def _finish(engine: Engine, which: Iterable[tuple[str, str, str]] | None = None) -> list[Any]:
     """Claim every queued task instance (as a worker would) and report success for those in ``which``
     (all of them when None). Returns the (dag, run, task) finished."""
     await dispatch.claim(engine, worker_id="w", queues=["default"], limit=1000)
     wanted = None if which is None else set(which)
     async with engine.connect() as conn:
         result = await conn.execute(
-            text(
+            Statement(
                 "SELECT ti.id, ti.attempt_id, ti.try_number, ti.dag_id, r.run_id, ti.task_id "
                 "FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk WHERE ti.state = 'running'"
             )
@@ -137,11 +139,11 @@ async def _finish(engine: AsyncEngine, which: Iterable[tuple[str, str, str]] | N
 class Leader:
     """The leader's scheduling loop (a term with its fence raised) and the engine it writes with."""
 
-    engine: AsyncEngine
+    engine: Engine
     loop: SchedulingLoop
 
 
-async def leading_loop(engine: AsyncEngine) -> Leader:
+async def leading_loop(engine: Engine) -> Leader:
     return Leader(engine, await _leading_loop(engine))
 
 
@@ -156,7 +158,7 @@ async def _pass(leader: Leader, *run_pks: int) -> int:
 # --- pools ------------------------------------------------------------------------------------------
 
 
-async def test_pool_capacity_holds_across_passes_until_the_run_finishes(engine: AsyncEngine) -> None:
+async def test_pool_capacity_holds_across_passes_until_the_run_finishes(engine: Engine) -> None:
     await _pool(engine, "two", 2)
     await _dag(engine, "wide", *(_task(f"t{i}", pool="two") for i in range(5)))
     run = await _run(engine, "wide", "r1")
@@ -184,7 +186,7 @@ async def test_pool_capacity_holds_across_passes_until_the_run_finishes(engine: 
     assert (await runs.get_run(engine, "wide", "r1")).state == "success"
 
 
-async def test_a_multi_slot_task_waits_at_the_head_of_its_pool(engine: AsyncEngine) -> None:
+async def test_a_multi_slot_task_waits_at_the_head_of_its_pool(engine: Engine) -> None:
     await _pool(engine, "two", 2)
     absolute = pb.WEIGHT_RULE_ABSOLUTE
     await _dag(
@@ -207,7 +209,7 @@ async def test_a_multi_slot_task_waits_at_the_head_of_its_pool(engine: AsyncEngi
     assert sorted(t for _, _, t in await _occupying(engine)) == ["small0", "small1"]
 
 
-async def test_a_task_bigger_than_its_pool_is_passed_over_and_explained(engine: AsyncEngine) -> None:
+async def test_a_task_bigger_than_its_pool_is_passed_over_and_explained(engine: Engine) -> None:
     await _pool(engine, "two", 2)
     await _dag(
         engine,
@@ -225,7 +227,7 @@ async def test_a_task_bigger_than_its_pool_is_passed_over_and_explained(engine: 
 
 
 async def test_waiting_task_of_another_run_is_admitted_when_a_finishing_run_has_more_work(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await _pool(engine, "one", 1)
     await _dag(engine, "pair", _task("t", pool="one"), _task("after", "t"))
@@ -242,7 +244,7 @@ async def test_waiting_task_of_another_run_is_admitted_when_a_finishing_run_has_
 
 
 async def test_waiting_task_of_another_run_is_admitted_when_the_finishing_run_is_done(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await _pool(engine, "one", 1)
     await _dag(engine, "single", _task("t", pool="one"))
@@ -258,7 +260,7 @@ async def test_waiting_task_of_another_run_is_admitted_when_the_finishing_run_is
     assert await _occupying(engine) == [("single", "r2", "t")]
 
 
-async def test_pools_are_independent(engine: AsyncEngine) -> None:
+async def test_pools_are_independent(engine: Engine) -> None:
     await _pool(engine, "full", 1)
     await _pool(engine, "free", 3)
     await _dag(
@@ -278,7 +280,7 @@ async def test_pools_are_independent(engine: AsyncEngine) -> None:
 # --- priority and FIFO --------------------------------------------------------------------------------
 
 
-async def test_higher_priority_dag_goes_first_across_dags(engine: AsyncEngine) -> None:
+async def test_higher_priority_dag_goes_first_across_dags(engine: Engine) -> None:
     await _pool(engine, "one", 1)
     absolute = pb.WEIGHT_RULE_ABSOLUTE
     await _dag(
@@ -309,7 +311,7 @@ async def test_higher_priority_dag_goes_first_across_dags(engine: AsyncEngine) -
     assert [t[0] for t in order] == ["l", "h", "h", "h", "l", "l"], order
 
 
-async def test_equal_priority_is_fifo_by_logical_date_not_by_arrival(engine: AsyncEngine) -> None:
+async def test_equal_priority_is_fifo_by_logical_date_not_by_arrival(engine: Engine) -> None:
     await _pool(engine, "one", 1)
     await _dag(engine, "blocker", _task("b", pool="one"))
     await _dag(engine, "fifo", _task("t", pool="one"))
@@ -339,7 +341,7 @@ async def test_equal_priority_is_fifo_by_logical_date_not_by_arrival(engine: Asy
     ],
 )
 async def test_weight_rule_sets_the_stored_priority(
-    engine: AsyncEngine, rule: int, expected: dict[str, int]
+    engine: Engine, rule: int, expected: dict[str, int]
 ) -> None:
     await _dag(
         engine,
@@ -357,7 +359,7 @@ async def test_weight_rule_sets_the_stored_priority(
 # --- DAG and task limits ---------------------------------------------------------------------------------
 
 
-async def test_dag_max_active_tasks_holds_across_runs_and_passes(engine: AsyncEngine) -> None:
+async def test_dag_max_active_tasks_holds_across_runs_and_passes(engine: Engine) -> None:
     await _dag(engine, "capped", *(_task(f"t{i}") for i in range(4)), max_active_tasks=2)
     r1 = await _run(engine, "capped", "r1")
     r2 = await _run(engine, "capped", "r2", minutes=1)
@@ -376,7 +378,7 @@ async def test_dag_max_active_tasks_holds_across_runs_and_passes(engine: AsyncEn
     assert {(await runs.get_run(engine, "capped", r)).state for r in ("r1", "r2")} == {"success"}
 
 
-async def test_task_max_active_instances_holds_across_runs(engine: AsyncEngine) -> None:
+async def test_task_max_active_instances_holds_across_runs(engine: Engine) -> None:
     await _dag(engine, "mai", _task("t", max_active_instances=1), _task("u"))
     r1 = await _run(engine, "mai", "r1")
     r2 = await _run(engine, "mai", "r2", minutes=1)
@@ -392,7 +394,7 @@ async def test_task_max_active_instances_holds_across_runs(engine: AsyncEngine) 
     assert ("mai", "r2", "t") in await _occupying(engine)
 
 
-async def test_limit_held_tasks_do_not_block_their_pool(engine: AsyncEngine) -> None:
+async def test_limit_held_tasks_do_not_block_their_pool(engine: Engine) -> None:
     await _pool(engine, "two", 2)
     await _dag(
         engine,
@@ -410,7 +412,7 @@ async def test_limit_held_tasks_do_not_block_their_pool(engine: AsyncEngine) -> 
     assert ("other", "r1", "y") in occupying, "the DAG limit must not keep the other DAG out of the pool"
 
 
-async def test_paused_dag_waiting_tasks_are_not_admitted(engine: AsyncEngine) -> None:
+async def test_paused_dag_waiting_tasks_are_not_admitted(engine: Engine) -> None:
     await _pool(engine, "one", 1)
     await _dag(engine, "blocker", _task("b", pool="one"), _task("after", "b"))
     await _dag(engine, "sleepy", _task("t", pool="one", priority_weight=100))
@@ -435,11 +437,11 @@ async def test_paused_dag_waiting_tasks_are_not_admitted(engine: AsyncEngine) ->
 # --- retry times ----------------------------------------------------------------------------------------
 
 
-async def _fail_running(engine: AsyncEngine) -> None:
+async def _fail_running(engine: Engine) -> None:
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
-                text("SELECT id, attempt_id, try_number FROM task_instances WHERE state = 'running'")
+                Statement("SELECT id, attempt_id, try_number FROM task_instances WHERE state = 'running'")
             )
         ).all()
     statuses = await dispatch.apply_results(
@@ -461,11 +463,11 @@ async def _fail_running(engine: AsyncEngine) -> None:
     assert statuses and all(s is dispatch.ReportStatus.APPLIED for s in statuses)
 
 
-async def _retry_in(engine: AsyncEngine) -> float:
+async def _retry_in(engine: Engine) -> float:
     async with engine.connect() as conn:
         value = (
             await conn.execute(
-                text(
+                Statement(
                     "SELECT EXTRACT(EPOCH FROM next_retry_at - now()) FROM task_instances WHERE task_id = 't'"
                 )
             )
@@ -480,7 +482,7 @@ def _retrying(retries: int, **options: Any) -> pb.TaskSpec:
     return spec
 
 
-async def test_the_leader_sets_exponential_capped_retry_times(engine: AsyncEngine) -> None:
+async def test_the_leader_sets_exponential_capped_retry_times(engine: Engine) -> None:
     await _dag(engine, "backoff", _retrying(5))
     run = await _run(engine, "backoff", "r1")
     leader = await leading_loop(engine)
@@ -493,23 +495,25 @@ async def test_the_leader_sets_exponential_capped_retry_times(engine: AsyncEngin
         waits.append(await _retry_in(engine))
         # Make the retry due now, as the leader's timer would find it later.
         async with engine.begin() as conn:
-            await conn.execute(text("UPDATE task_instances SET next_retry_at = now() WHERE task_id = 't'"))
+            await conn.execute(
+                Statement("UPDATE task_instances SET next_retry_at = now() WHERE task_id = 't'")
+            )
     # 10s * 2**(n-1), capped at 60s, jittered into [0.75, 1.0] of that (minus the few ms the test took)
     for wait, base in zip(waits, (10, 20, 40, 60), strict=True):
         assert 0.75 * base - 1 <= wait <= base, waits
     async with engine.connect() as conn:
-        tries = (await conn.execute(text("SELECT try_number FROM task_instances"))).scalar_one()
+        tries = (await conn.execute(Statement("SELECT try_number FROM task_instances"))).scalar_one()
     assert tries == 4
 
 
-async def test_a_capped_retry_after_very_many_tries_is_scheduled(engine: AsyncEngine) -> None:
+async def test_a_capped_retry_after_very_many_tries_is_scheduled(engine: Engine) -> None:
     await _dag(engine, "many_tries", _retrying(5000))
     run = await _run(engine, "many_tries", "r1")
     leader = await leading_loop(engine)
     await _pass(leader, run.pk)
     await dispatch.claim(engine, worker_id="w", queues=["default"], limit=10)
     async with engine.begin() as conn:  # as if 1099 tries had failed before this one
-        await conn.execute(text("UPDATE task_instances SET try_number = 1100 WHERE task_id = 't'"))
+        await conn.execute(Statement("UPDATE task_instances SET try_number = 1100 WHERE task_id = 't'"))
     await _fail_running(engine)
     await _pass(leader, run.pk)
     assert 0.75 * 60 - 1 <= await _retry_in(engine) <= 60

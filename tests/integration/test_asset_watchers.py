@@ -9,15 +9,15 @@ import secrets
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.database_url import asyncpg_dsn
 from schedd_core.errors import FencedOut
 from schedd_scheduler.redis_watcher import RedisStreamWatcher
 from schedd_scheduler.watcher_config import WatcherSpec
 from schedd_scheduler.watchers import PostgresTableWatcher
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 
 pytestmark = pytest.mark.integration
 
@@ -25,18 +25,18 @@ ASSET = "postgres://local/changes"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-async def watcher_keys(engine: AsyncEngine) -> list[str]:
+async def watcher_keys(engine: Engine) -> list[str]:
     async with engine.connect() as conn:
-        rows = (await conn.execute(text("SELECT idempotency_key FROM asset_events ORDER BY id"))).all()
+        rows = (await conn.execute(Statement("SELECT idempotency_key FROM asset_events ORDER BY id"))).all()
     return [r[0] for r in rows]
 
 
 async def test_each_row_becomes_one_event_and_a_deposed_leader_delivers_nothing(
-    engine: AsyncEngine, migrated_url: str
+    engine: Engine, migrated_url: str
 ) -> None:
     async with engine.begin() as conn:
-        await conn.execute(text("CREATE TABLE changes (id bigserial PRIMARY KEY, what text NOT NULL)"))
-        await conn.execute(text("INSERT INTO changes (what) VALUES ('a'), ('b')"))
+        await conn.execute(Statement("CREATE TABLE changes (id bigserial PRIMARY KEY, what text NOT NULL)"))
+        await conn.execute(Statement("INSERT INTO changes (what) VALUES ('a'), ('b')"))
     spec = WatcherSpec("changes", "postgres_table", ASSET, url=migrated_url, table="changes")
     watched = await asyncpg.connect(asyncpg_dsn(migrated_url))
     try:
@@ -50,18 +50,18 @@ async def test_each_row_becomes_one_event_and_a_deposed_leader_delivers_nothing(
         assert await new.step(watched) == 2
         assert await new.step(watched) == 0
         async with engine.begin() as conn:
-            await conn.execute(text("INSERT INTO changes (what) VALUES ('c')"))
+            await conn.execute(Statement("INSERT INTO changes (what) VALUES ('c')"))
         assert await new.step(watched) == 1
     finally:
         await watched.close()
     assert await watcher_keys(engine) == ["pg:changes:1", "pg:changes:2", "pg:changes:3"]
     async with engine.connect() as conn:
-        extra = (await conn.execute(text("SELECT extra FROM asset_events ORDER BY id LIMIT 1"))).scalar()
+        extra = (await conn.execute(Statement("SELECT extra FROM asset_events ORDER BY id LIMIT 1"))).scalar()
     assert extra == {"id": 1, "what": "a"}
 
 
 async def test_a_stream_entry_read_by_a_deposed_leader_is_delivered_once_by_the_next(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     stream = f"schedd-it-{secrets.token_hex(6)}"
     spec = WatcherSpec("facts", "redis_stream", "redis://local/facts", url=REDIS_URL, stream=stream)

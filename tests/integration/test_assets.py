@@ -9,8 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import assets_pb2 as apb, resources_pb2 as pb
 from schedd_api import dags as dag_api
@@ -20,7 +18,9 @@ from schedd_faults import FaultPoints
 from schedd_faults.points import InjectedFault
 from schedd_scheduler.asset_triggers import AssetTrigger
 from schedd_store import asset_triggers, assets, deletion
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.versions import VersionCache
 from tests.asset_conditions import all_of, any_of, one as ref
 from tests.integration.helpers import finish_all_running, leading_loop, registered_run
@@ -44,7 +44,7 @@ def producer(dag_id: str, *uris: str) -> pb.DagSpec:
     )
 
 
-async def consumer(engine: AsyncEngine, dag_id: str, condition: apb.AssetCondition) -> None:
+async def consumer(engine: Engine, dag_id: str, condition: apb.AssetCondition) -> None:
     spec = pb.DagSpec(
         dag_id=dag_id,
         tasks=[pb.TaskSpec(task_id="read", shell=pb.ShellCommand(command="true"))],
@@ -53,21 +53,21 @@ async def consumer(engine: AsyncEngine, dag_id: str, condition: apb.AssetConditi
     await dag_api.register(engine, spec)
 
 
-async def trigger(engine: AsyncEngine, token: int = 1, faults: FaultPoints | None = None) -> AssetTrigger:
+async def trigger(engine: Engine, token: int = 1, faults: FaultPoints | None = None) -> AssetTrigger:
     await raise_fence(engine, token, f"test-{token}")
     return AssetTrigger(Fence(engine, token), VersionCache(), faults=faults)
 
 
-async def emit(engine: AsyncEngine, uri: str, key: str | None = None) -> None:
+async def emit(engine: Engine, uri: str, key: str | None = None) -> None:
     await assets.create_event(engine, assets.NewEvent(uri, {"n": 1}, key))
 
 
-async def asset_runs(engine: AsyncEngine, dag_id: str) -> list[list[int]]:
+async def asset_runs(engine: Engine, dag_id: str) -> list[list[int]]:
     """The event ids each asset-triggered run of the DAG consumed, by run."""
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
-                text(
+                Statement(
                     "SELECT r.id, array_agg(c.event_id ORDER BY c.event_id) AS events FROM dag_runs r "
                     "LEFT JOIN asset_event_consumptions c ON c.run_pk = r.id WHERE r.dag_id = :d "
                     "AND r.run_type = 'asset_triggered' GROUP BY r.id ORDER BY r.id"
@@ -79,7 +79,7 @@ async def asset_runs(engine: AsyncEngine, dag_id: str) -> list[list[int]]:
 
 
 async def test_a_task_success_records_its_outlet_events_in_the_result_transaction(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await consumer(engine, "reader", ref(ORDERS))
     await dag_api.register(engine, producer("writer", "S3://DATA/orders", USERS))  # stored normalised
@@ -97,7 +97,7 @@ async def test_a_task_success_records_its_outlet_events_in_the_result_transactio
     assert await asset_runs(engine, "reader") == [[events[0].id]]
 
 
-async def test_a_failed_task_records_no_event(engine: AsyncEngine) -> None:
+async def test_a_failed_task_records_no_event(engine: Engine) -> None:
     run = await registered_run(engine, producer("writer", ORDERS))
     loop = await leading_loop(engine)
     await loop.evaluate([run.pk])
@@ -105,7 +105,7 @@ async def test_a_failed_task_records_no_event(engine: AsyncEngine) -> None:
     assert await assets.list_events(engine, uri="", run_pk=None, before=2**62, limit=10) == []
 
 
-async def test_all_of_waits_for_every_asset_and_consumes_every_queued_event(engine: AsyncEngine) -> None:
+async def test_all_of_waits_for_every_asset_and_consumes_every_queued_event(engine: Engine) -> None:
     await consumer(engine, "both", all_of(ref(ORDERS), ref(USERS)))
     await consumer(engine, "either", any_of(ref(ORDERS), all_of(ref(USERS), ref("s3://data/x"))))
     made = await trigger(engine)
@@ -122,7 +122,7 @@ async def test_all_of_waits_for_every_asset_and_consumes_every_queued_event(engi
     assert await asset_runs(engine, "both") == [[1, 2, 3]]
 
 
-async def test_a_deposed_leader_consumes_nothing(engine: AsyncEngine) -> None:
+async def test_a_deposed_leader_consumes_nothing(engine: Engine) -> None:
     await consumer(engine, "reader", ref(ORDERS))
     old = await trigger(engine, token=1)
     new = await trigger(engine, token=2)
@@ -135,7 +135,7 @@ async def test_a_deposed_leader_consumes_nothing(engine: AsyncEngine) -> None:
 
 
 async def test_a_step_that_fails_before_commit_leaves_its_events_for_the_next(
-    engine: AsyncEngine, tmp_path: Path
+    engine: Engine, tmp_path: Path
 ) -> None:
     await consumer(engine, "reader", ref(ORDERS))
     await emit(engine, ORDERS)
@@ -148,7 +148,7 @@ async def test_a_step_that_fails_before_commit_leaves_its_events_for_the_next(
     assert await asset_runs(engine, "reader") == [[1]]
 
 
-async def test_a_second_consumption_of_an_event_by_a_dag_is_refused_by_name(engine: AsyncEngine) -> None:
+async def test_a_second_consumption_of_an_event_by_a_dag_is_refused_by_name(engine: Engine) -> None:
     await consumer(engine, "reader", ref(ORDERS))
     await emit(engine, ORDERS)
     made = await trigger(engine)
@@ -162,7 +162,7 @@ async def test_a_second_consumption_of_an_event_by_a_dag_is_refused_by_name(engi
     assert await asset_runs(engine, "reader") == [[1]]
 
 
-async def test_an_event_with_a_recorded_key_records_nothing_new(engine: AsyncEngine) -> None:
+async def test_an_event_with_a_recorded_key_records_nothing_new(engine: Engine) -> None:
     await consumer(engine, "reader", ref(ORDERS))
     await emit(engine, ORDERS, key="api:once")
     await emit(engine, ORDERS, key="api:once")
@@ -172,7 +172,7 @@ async def test_an_event_with_a_recorded_key_records_nothing_new(engine: AsyncEng
     assert await asset_runs(engine, "reader") == [[1]]
 
 
-async def test_lineage_names_producers_consumers_and_readers(engine: AsyncEngine) -> None:
+async def test_lineage_names_producers_consumers_and_readers(engine: Engine) -> None:
     spec = producer("writer", ORDERS)
     spec.tasks[0].inlets.append(apb.AssetRef(uri=USERS))
     await dag_api.register(engine, spec)
@@ -185,7 +185,7 @@ async def test_lineage_names_producers_consumers_and_readers(engine: AsyncEngine
 
 
 async def test_deleting_dags_keeps_the_events_they_produced_and_drops_what_they_consumed(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await consumer(engine, "reader", ref(ORDERS))
     await dag_api.register(engine, producer("writer", ORDERS))
@@ -195,7 +195,7 @@ async def test_deleting_dags_keeps_the_events_they_produced_and_drops_what_they_
     await finish_all_running(engine)
     await (await trigger(engine, token=2)).step()
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE dag_runs SET state = 'success'"))
+        await conn.execute(Statement("UPDATE dag_runs SET state = 'success'"))
     await deletion.delete_dag(engine, "reader")
     await deletion.delete_dag(engine, "writer")
     (event,) = await assets.list_events(engine, uri=ORDERS, run_pk=None, before=2**62, limit=10)

@@ -9,8 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import backfills as backfill_api, dags as dag_api
@@ -21,7 +19,9 @@ from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import backfills
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.versions import VersionCache
 from tests.polling import wait_until_async
 
@@ -34,7 +34,7 @@ def day(n: int) -> datetime:
     return START + timedelta(days=n)
 
 
-async def register(engine: AsyncEngine, dag_id: str) -> None:
+async def register(engine: Engine, dag_id: str) -> None:
     stamp = Timestamp()
     stamp.FromDatetime(START)
     await dag_api.register(
@@ -48,9 +48,7 @@ async def register(engine: AsyncEngine, dag_id: str) -> None:
     )
 
 
-async def create(
-    engine: AsyncEngine, dag_id: str, days: int, *, dry_run: bool = False, **options: object
-) -> int:
+async def create(engine: Engine, dag_id: str, days: int, *, dry_run: bool = False, **options: object) -> int:
     request = pb.Backfill(start_date=convert.ts(START), end_date=convert.ts(day(days - 1)), **options)  # type: ignore[arg-type]
     record = await backfill_api.create(
         engine, FakeClock(day(400)), dag_id, request, dry_run=dry_run, request_key=None
@@ -58,32 +56,32 @@ async def create(
     return record.id
 
 
-async def driver(engine: AsyncEngine, token: int = 1) -> BackfillDriver:
+async def driver(engine: Engine, token: int = 1) -> BackfillDriver:
     await raise_fence(engine, token, f"test-{token}")
     return BackfillDriver(engine, Fence(engine, token), VersionCache())
 
 
-async def backfill_runs(engine: AsyncEngine, dag_id: str) -> dict[int, str]:
+async def backfill_runs(engine: Engine, dag_id: str) -> dict[int, str]:
     """Day number -> state of the DAG's runs (made by the backfill or not)."""
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
-                text("SELECT logical_date, state FROM dag_runs WHERE dag_id = :d ORDER BY logical_date"),
+                Statement("SELECT logical_date, state FROM dag_runs WHERE dag_id = :d ORDER BY logical_date"),
                 {"d": dag_id},
             )
         ).all()
     return {(r.logical_date - START).days: r.state for r in rows}
 
 
-async def end_runs(engine: AsyncEngine, dag_id: str, days: list[int], state: str = "success") -> None:
+async def end_runs(engine: Engine, dag_id: str, days: list[int], state: str = "success") -> None:
     async with engine.begin() as conn:
         await conn.execute(
-            text("UPDATE dag_runs SET state = :s WHERE dag_id = :d AND logical_date = ANY(:dates)"),
+            Statement("UPDATE dag_runs SET state = :s WHERE dag_id = :d AND logical_date = ANY(:dates)"),
             {"s": state, "d": dag_id, "dates": [day(n) for n in days]},
         )
 
 
-async def test_sequential_makes_one_run_at_a_time_and_stops_at_a_failure(engine: AsyncEngine) -> None:
+async def test_sequential_makes_one_run_at_a_time_and_stops_at_a_failure(engine: Engine) -> None:
     await register(engine, "seq")
     backfill_id = await create(engine, "seq", 4, strategy=pb.BACKFILL_STRATEGY_SEQUENTIAL)
     leader = await driver(engine)
@@ -100,7 +98,7 @@ async def test_sequential_makes_one_run_at_a_time_and_stops_at_a_failure(engine:
     assert await backfill_runs(engine, "seq") == {0: "success", 1: "failed"}
 
 
-async def test_parallel_keeps_max_active_runs_in_flight(engine: AsyncEngine) -> None:
+async def test_parallel_keeps_max_active_runs_in_flight(engine: Engine) -> None:
     await register(engine, "par")
     backfill_id = await create(engine, "par", 5, strategy=pb.BACKFILL_STRATEGY_PARALLEL, max_active_runs=2)
     leader = await driver(engine)
@@ -117,7 +115,7 @@ async def test_parallel_keeps_max_active_runs_in_flight(engine: AsyncEngine) -> 
     assert (record.state, record.progress.succeeded, record.progress.failed) == ("failed", 4, 1)
 
 
-async def test_chunked_starts_the_next_chunk_once_the_previous_succeeded(engine: AsyncEngine) -> None:
+async def test_chunked_starts_the_next_chunk_once_the_previous_succeeded(engine: Engine) -> None:
     await register(engine, "chunk")
     backfill_id = await create(
         engine, "chunk", 5, strategy=pb.BACKFILL_STRATEGY_CHUNKED, chunk_size=2, backward=True
@@ -143,7 +141,7 @@ async def test_chunked_starts_the_next_chunk_once_the_previous_succeeded(engine:
     ids=["skip_existing", "rerun_failed", "rerun_all"],
 )
 async def test_reprocess_behaviour_with_runs_that_exist(
-    engine: AsyncEngine, reprocess: int, expected: dict[int, str]
+    engine: Engine, reprocess: int, expected: dict[int, str]
 ) -> None:
     dag_id = f"re{reprocess}"
     await register(engine, dag_id)
@@ -155,7 +153,9 @@ async def test_reprocess_behaviour_with_runs_that_exist(
     async with engine.connect() as conn:
         pks = [
             r[0]
-            for r in (await conn.execute(text("SELECT id FROM dag_runs WHERE dag_id = :d"), {"d": dag_id}))
+            for r in (
+                await conn.execute(Statement("SELECT id FROM dag_runs WHERE dag_id = :d"), {"d": dag_id})
+            )
         ]
     await loop.evaluate(pks)  # materialise their task instances
     await end_runs(engine, dag_id, [0])
@@ -170,7 +170,7 @@ async def test_reprocess_behaviour_with_runs_that_exist(
     async with engine.connect() as conn:
         cleared = (
             await conn.execute(
-                text(
+                Statement(
                     "SELECT count(*) FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
                     "WHERE r.dag_id = :d AND ti.state = 'none' AND ti.backfill AND r.backfill_id = :b"
                 ),
@@ -180,20 +180,22 @@ async def test_reprocess_behaviour_with_runs_that_exist(
     assert cleared == rerun  # rerun runs start over, as the backfill's
 
 
-async def test_a_run_in_flight_is_left_alone(engine: AsyncEngine) -> None:
+async def test_a_run_in_flight_is_left_alone(engine: Engine) -> None:
     await register(engine, "flight")
     first = await create(engine, "flight", 1)
     leader = await driver(engine)
     await leader.advance(first)
     await backfills.cancel_backfill(engine, first)  # its run is cancelled: make another in flight
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE dag_runs SET state = 'running' WHERE dag_id = 'flight'"))
+        await conn.execute(Statement("UPDATE dag_runs SET state = 'running' WHERE dag_id = 'flight'"))
     second = await create(engine, "flight", 2, reprocess=pb.REPROCESS_BEHAVIOR_RERUN_ALL)
     await leader.advance(second)
     async with engine.connect() as conn:
         notes = (
             await conn.execute(
-                text("SELECT status, note FROM backfill_intervals WHERE backfill_id = :b ORDER BY position"),
+                Statement(
+                    "SELECT status, note FROM backfill_intervals WHERE backfill_id = :b ORDER BY position"
+                ),
                 {"b": second},
             )
         ).all()
@@ -201,7 +203,7 @@ async def test_a_run_in_flight_is_left_alone(engine: AsyncEngine) -> None:
     assert notes[1].status == "created"
 
 
-async def test_one_active_backfill_per_dag_and_dry_runs_store_nothing(engine: AsyncEngine) -> None:
+async def test_one_active_backfill_per_dag_and_dry_runs_store_nothing(engine: Engine) -> None:
     await register(engine, "single")
     dry = await backfill_api.create(
         engine,
@@ -231,7 +233,7 @@ async def test_one_active_backfill_per_dag_and_dry_runs_store_nothing(engine: As
     await create(engine, "single", 3)  # a new one may start now
 
 
-async def test_a_dag_without_a_schedule_has_nothing_to_backfill(engine: AsyncEngine) -> None:
+async def test_a_dag_without_a_schedule_has_nothing_to_backfill(engine: Engine) -> None:
     await dag_api.register(
         engine,
         pb.DagSpec(dag_id="manual", tasks=[pb.TaskSpec(task_id="a", shell=pb.ShellCommand(command="true"))]),
@@ -240,7 +242,7 @@ async def test_a_dag_without_a_schedule_has_nothing_to_backfill(engine: AsyncEng
         await create(engine, "manual", 3)
 
 
-async def test_a_deposed_leader_makes_no_backfill_run(engine: AsyncEngine) -> None:
+async def test_a_deposed_leader_makes_no_backfill_run(engine: Engine) -> None:
     await register(engine, "deposed")
     backfill_id = await create(engine, "deposed", 3)
     old = await driver(engine, token=1)
@@ -255,7 +257,7 @@ async def test_a_deposed_leader_makes_no_backfill_run(engine: AsyncEngine) -> No
 
 
 async def test_a_run_that_ends_while_the_backfill_is_cancelled_is_left_as_it_ended(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     """The leader finishes one of the backfill's runs (its transaction holds the run) at the moment
     the backfill is cancelled: the cancel waits for it, leaves that run as it ended and cancels the
@@ -264,28 +266,26 @@ async def test_a_run_that_ends_while_the_backfill_is_cancelled_is_left_as_it_end
     backfill_id = await create(engine, "race", 3, strategy=pb.BACKFILL_STRATEGY_PARALLEL, max_active_runs=3)
     await (await driver(engine)).advance(backfill_id)
     assert await backfill_runs(engine, "race") == {0: "queued", 1: "queued", 2: "queued"}
-    async with engine.connect() as leader:
-        pass_ = await leader.begin()
+    async with engine.begin() as leader:  # committed once the cancel is seen waiting for its lock
         await leader.execute(
-            text("UPDATE dag_runs SET state = 'success' WHERE dag_id = 'race' AND logical_date = :d"),
+            Statement("UPDATE dag_runs SET state = 'success' WHERE dag_id = 'race' AND logical_date = :d"),
             {"d": day(0)},
         )
         cancelling = asyncio.create_task(backfills.cancel_backfill(engine, backfill_id))
         await wait_until_async(
             "the cancel waiting for the run the leader holds", lambda: _waiting_for_a_lock(engine), timeout=30
         )
-        await pass_.commit()
-        record = await asyncio.wait_for(cancelling, timeout=30)
+    record = await asyncio.wait_for(cancelling, timeout=30)
     assert record.state == "cancelled"
     assert await backfill_runs(engine, "race") == {0: "success", 1: "failed", 2: "failed"}
 
 
-async def _waiting_for_a_lock(engine: AsyncEngine) -> bool:
+async def _waiting_for_a_lock(engine: Engine) -> bool:
     async with engine.connect() as conn:
-        waiting = await conn.scalar(
-            text(
+        waiting = await conn.execute(
+            Statement(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND wait_event_type = 'Lock'"
             )
         )
-    return bool(waiting)
+    return bool(waiting.scalar())

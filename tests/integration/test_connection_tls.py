@@ -148,7 +148,7 @@ def tls_postgres(certs: Certificates, private_postgres: LocalPostgres) -> LocalP
         engine = make_engine(private_postgres.url)
         try:
             async with engine.connect() as conn:
-                await conn.exec_driver_sql("SELECT pg_reload_conf()")
+                await conn.execute("SELECT pg_reload_conf()")
         finally:
             await engine.dispose()
 
@@ -160,7 +160,7 @@ async def _uses_tls(url: str) -> bool:
     engine = make_engine(url)
     try:
         async with engine.connect() as conn:
-            result = await conn.exec_driver_sql("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            result = await conn.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
             return bool(result.scalar_one())
     finally:
         await engine.dispose()

@@ -8,21 +8,21 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import FencedOut
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence, read_fence
+from schedd_store.named_sql import Statement
 
 pytestmark = pytest.mark.integration
 
-MARK = text("INSERT INTO outbox (topic, payload) VALUES ('test', CAST(:payload AS jsonb))")
-MARKS = text("SELECT payload->>'token' AS token FROM outbox WHERE topic = 'test' ORDER BY id")
+MARK = Statement("INSERT INTO outbox (topic, payload) VALUES ('test', CAST(:payload AS jsonb))")
+MARKS = Statement("SELECT payload->>'token' AS token FROM outbox WHERE topic = 'test' ORDER BY id")
 
 
-async def _wait_until_blocked_on_lock(engine: AsyncEngine, application_name: str) -> None:
+async def _wait_until_blocked_on_lock(engine: Engine, application_name: str) -> None:
     """Poll (bounded) until a backend of ``application_name`` waits for a lock."""
-    query = text(
+    query = Statement(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app AND wait_event_type = 'Lock'"
     )
     async with asyncio.timeout(10):
@@ -33,7 +33,7 @@ async def _wait_until_blocked_on_lock(engine: AsyncEngine, application_name: str
             await asyncio.sleep(0.01)
 
 
-async def test_raise_only_grows(engine: AsyncEngine) -> None:
+async def test_raise_only_grows(engine: Engine) -> None:
     await raise_fence(engine, 5, "a")
     with pytest.raises(FencedOut) as err:
         await raise_fence(engine, 3, "b")
@@ -43,7 +43,7 @@ async def test_raise_only_grows(engine: AsyncEngine) -> None:
     assert await read_fence(engine) == (5, "a")
 
 
-async def test_stale_token_writes_nothing(engine: AsyncEngine) -> None:
+async def test_stale_token_writes_nothing(engine: Engine) -> None:
     await raise_fence(engine, 5, "old")
     await raise_fence(engine, 9, "new")
     rejected: list[FencedOut] = []
@@ -56,9 +56,7 @@ async def test_stale_token_writes_nothing(engine: AsyncEngine) -> None:
     assert len(rejected) == 1
 
 
-async def test_raise_waits_for_the_old_terms_transaction_in_flight(
-    engine: AsyncEngine, migrated_url: str
-) -> None:
+async def test_raise_waits_for_the_old_terms_transaction_in_flight(engine: Engine, migrated_url: str) -> None:
     """Old leader passes the check, new leader raises the fence: the raise must wait until the old
     transaction ends, so no old-term write can commit after the new term began."""
     from schedd_store.engine import make_engine
@@ -85,7 +83,7 @@ async def test_raise_waits_for_the_old_terms_transaction_in_flight(
         await raiser.dispose()
 
 
-async def test_an_unlocked_check_would_be_racy(engine: AsyncEngine, migrated_url: str) -> None:
+async def test_an_unlocked_check_would_be_racy(engine: Engine, migrated_url: str) -> None:
     """The control experiment: with a plain read instead of FOR SHARE, the raise does not wait, and
     the old term's write commits after the new term's. This is the race the lock closes."""
     from schedd_store.engine import make_engine
@@ -94,7 +92,9 @@ async def test_an_unlocked_check_would_be_racy(engine: AsyncEngine, migrated_url
     raiser = make_engine(migrated_url, pool_size=1, application_name="fence-raiser")
     try:
         async with engine.begin() as conn:
-            token = (await conn.execute(text("SELECT token FROM scheduler_fence WHERE id = 1"))).scalar_one()
+            token = (
+                await conn.execute(Statement("SELECT token FROM scheduler_fence WHERE id = 1"))
+            ).scalar_one()
             assert token == 5
             await asyncio.wait_for(raise_fence(raiser, 9, "new"), 10)  # does not wait
             async with Fence(engine, 9).transaction() as new_conn:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_coord.lease import LeaseTiming
 from schedd_core.errors import LeaseExpired
@@ -16,8 +14,10 @@ from schedd_scheduler.config import SchedulerConfig
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_scheduler.pending import PendingRuns
 from schedd_store import runs
+from schedd_store.database import Engine
 from schedd_store.engine import make_engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.versions import VersionCache
 from tests.polling import wait_until_async
 
@@ -25,8 +25,8 @@ from .helpers import registered_run, spec
 
 pytestmark = pytest.mark.integration
 
-MARK = text("INSERT INTO outbox (topic, payload) VALUES ('test', '{}'::jsonb)")
-MARKS = text("SELECT count(*) FROM outbox WHERE topic = 'test'")
+MARK = Statement("INSERT INTO outbox (topic, payload) VALUES ('test', '{}'::jsonb)")
+MARKS = Statement("SELECT count(*) FROM outbox WHERE topic = 'test'")
 
 
 class ManualLease:
@@ -41,7 +41,7 @@ class ManualLease:
         return self.left
 
 
-async def test_a_transaction_whose_lease_ran_out_commits_nothing(engine: AsyncEngine) -> None:
+async def test_a_transaction_whose_lease_ran_out_commits_nothing(engine: Engine) -> None:
     await raise_fence(engine, 3, "leader")
     lease = ManualLease(10)
     fence = Fence(engine, 3, lease=lease)
@@ -58,7 +58,7 @@ async def test_a_transaction_whose_lease_ran_out_commits_nothing(engine: AsyncEn
         assert (await conn.execute(MARKS)).scalar_one() == 1
 
 
-async def test_a_pass_that_outlives_its_lease_plans_nothing(engine: AsyncEngine) -> None:
+async def test_a_pass_that_outlives_its_lease_plans_nothing(engine: Engine) -> None:
     run = await registered_run(engine, spec("late", {"a": [], "b": ["a"]}))
     await raise_fence(engine, 4, "leader")
     lease = ManualLease(0.0)
@@ -69,7 +69,7 @@ async def test_a_pass_that_outlives_its_lease_plans_nothing(engine: AsyncEngine)
     assert record.task_instances == [] and record.state == "queued"
 
 
-async def test_raising_the_fence_gives_up_with_its_lease(engine: AsyncEngine) -> None:
+async def test_raising_the_fence_gives_up_with_its_lease(engine: Engine) -> None:
     """A frozen old term holds the fence lock: the new term waits in bounded steps and gives up when
     its own lease runs out, instead of hanging."""
     await raise_fence(engine, 5, "old")
@@ -87,7 +87,9 @@ async def test_raising_the_fence_gives_up_with_its_lease(engine: AsyncEngine) ->
             await asyncio.wait_for(raise_fence(engine, 9, "new", lease=lease), 10)
         await shrinking
     async with engine.connect() as conn:
-        assert (await conn.execute(text("SELECT token FROM scheduler_fence WHERE id = 1"))).scalar_one() == 5
+        assert (
+            await conn.execute(Statement("SELECT token FROM scheduler_fence WHERE id = 1"))
+        ).scalar_one() == 5
 
 
 async def test_the_scheduler_sessions_end_a_frozen_transaction_that_holds_the_fence_lock(
@@ -105,15 +107,15 @@ async def test_the_scheduler_sessions_end_a_frozen_transaction_that_holds_the_fe
     other = make_engine(migrated_url)
     try:
         await raise_fence(other, 5, "old")
-        conn = await scheduler_engine.connect()
-        transaction = await conn.begin()
-        await conn.execute(text("SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE"))
-        # Frozen here: no further statement, no commit. Without the session limits this would wait
-        # forever; how long it takes is the benchmark's (failover group, a frozen leader).
-        await asyncio.wait_for(raise_fence(other, 9, "new"), 5)
-        with pytest.raises(Exception):  # noqa: B017  # the session was terminated by the server
-            await transaction.commit()
-        await conn.close()
+        raised = False
+        with pytest.raises(Exception):  # noqa: B017  # the commit: the session was terminated by the server
+            async with scheduler_engine.begin() as conn:
+                await conn.execute(Statement("SELECT token FROM scheduler_fence WHERE id = 1 FOR SHARE"))
+                # Frozen here: no further statement, no commit. Without the session limits this would
+                # wait forever; how long it takes is the benchmark's (failover group, a frozen leader).
+                await asyncio.wait_for(raise_fence(other, 9, "new"), 5)
+                raised = True
+        assert raised
     finally:
         await scheduler_engine.dispose()
         await other.dispose()

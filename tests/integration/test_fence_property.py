@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from sqlalchemy import text
 
 from schedd_core.errors import FencedOut
 from schedd_store.engine import make_engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 
 pytestmark = pytest.mark.integration
 
@@ -41,8 +41,8 @@ async def run_against_postgres(url: str, ops: list[Op]) -> list[tuple[str, int]]
     engine = make_engine(url, pool_size=1)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text("DELETE FROM outbox"))
-            await conn.execute(text("UPDATE scheduler_fence SET token = 0, holder = ''"))
+            await conn.execute(Statement("DELETE FROM outbox"))
+            await conn.execute(Statement("UPDATE scheduler_fence SET token = 0, holder = ''"))
         revision = 0
         tokens: dict[str, int] = {}
         for op, leader in ops:
@@ -54,7 +54,7 @@ async def run_against_postgres(url: str, ops: list[Op]) -> list[tuple[str, int]]
                 try:
                     async with Fence(engine, tokens[leader]).transaction() as conn:
                         await conn.execute(
-                            text(
+                            Statement(
                                 "INSERT INTO outbox (topic, payload) VALUES (:leader, CAST(:token AS jsonb))"
                             ),
                             {"leader": leader, "token": str(tokens[leader])},
@@ -62,7 +62,7 @@ async def run_against_postgres(url: str, ops: list[Op]) -> list[tuple[str, int]]
                 except FencedOut:
                     pass
         async with engine.connect() as conn:
-            rows = (await conn.execute(text("SELECT topic, payload FROM outbox ORDER BY id"))).all()
+            rows = (await conn.execute(Statement("SELECT topic, payload FROM outbox ORDER BY id"))).all()
         return [(r.topic, int(r.payload)) for r in rows]
     finally:
         await engine.dispose()

@@ -10,17 +10,16 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_store import channels, dags, dispatch, runs
 from schedd_store.claims import AssignmentClaims
-from schedd_store.direct import DirectConnection
+from schedd_store.database import Connection, Engine
 from schedd_store.dispatch import AttemptResult, ReportStatus
 from schedd_store.fence import raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.notify import Listener
 from schedd_store.records import RunRecord
 
@@ -33,7 +32,7 @@ T = TypeVar("T")
 CHAIN = {"a": [], "b": ["a"], "c": ["b"]}
 
 
-async def _worker(engine: AsyncEngine, worker_id: str = "w", queues: Sequence[str] = ("default",)) -> None:
+async def _worker(engine: Engine, worker_id: str = "w", queues: Sequence[str] = ("default",)) -> None:
     await dispatch.register_worker(
         engine,
         worker_id=worker_id,
@@ -50,14 +49,14 @@ async def _worker(engine: AsyncEngine, worker_id: str = "w", queues: Sequence[st
 
 
 async def _succeed(
-    engine: AsyncEngine, claimed: ClaimedAttempt, *, hand_off: bool = True, succeeded: bool = True
+    engine: Engine, claimed: ClaimedAttempt, *, hand_off: bool = True, succeeded: bool = True
 ) -> dict[int, ClaimedWork]:
     """Report ``claimed`` ended (asking for its hand-off) as its worker's registry does; returns what
     the same transaction handed off, by source."""
     handed: dict[int, ClaimedWork] = {}
     claims = AssignmentClaims(engine)
 
-    async def take(conn: AsyncConnection | DirectConnection, claimed: dict[int, ClaimedAttempt]) -> None:
+    async def take(conn: Connection, claimed: dict[int, ClaimedAttempt]) -> None:
         handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(
@@ -77,7 +76,7 @@ async def _succeed(
 
 
 async def _started(
-    engine: AsyncEngine, edges: dict[str, list[str]]
+    engine: Engine, edges: dict[str, list[str]]
 ) -> tuple[RunRecord, SchedulingLoop, ClaimedAttempt]:
     """A run of ``edges`` planned by a leader (token 1), its first task claimed by worker ``w``."""
     await _worker(engine)
@@ -88,23 +87,25 @@ async def _started(
     return run, loop, claimed
 
 
-async def _states(engine: AsyncEngine) -> dict[str, str]:
+async def _states(engine: Engine) -> dict[str, str]:
     run = await runs.get_run(engine, "handoffs", "r1")
     return {t.task_id: t.state for t in run.task_instances}
 
 
-async def _ti_id(engine: AsyncEngine, task_id: str) -> int:
+async def _ti_id(engine: Engine, task_id: str) -> int:
     async with engine.connect() as conn:
-        found = await conn.execute(text("SELECT id FROM task_instances WHERE task_id = :t"), {"t": task_id})
+        found = await conn.execute(
+            Statement("SELECT id FROM task_instances WHERE task_id = :t"), {"t": task_id}
+        )
         return int(found.scalar_one())
 
 
-async def _sql(engine: AsyncEngine, statement: str, **params: object) -> None:
+async def _sql(engine: Engine, statement: str, **params: object) -> None:
     async with engine.begin() as conn:
-        await conn.execute(text(statement), params)
+        await conn.execute(Statement(statement), params)
 
 
-async def test_a_chain_runs_through_hand_offs_without_the_leader(engine: AsyncEngine) -> None:
+async def test_a_chain_runs_through_hand_offs_without_the_leader(engine: Engine) -> None:
     run, loop, a = await _started(engine, CHAIN)
     handed = await _succeed(engine, a)
     (b,) = handed.values()
@@ -118,12 +119,12 @@ async def test_a_chain_runs_through_hand_offs_without_the_leader(engine: AsyncEn
     assert (await runs.get_run(engine, "handoffs", "r1")).state == "success"
 
 
-async def test_the_handed_off_assignment_carries_its_upstream_result(engine: AsyncEngine) -> None:
+async def test_the_handed_off_assignment_carries_its_upstream_result(engine: Engine) -> None:
     _, _, a = await _started(engine, CHAIN)
     claims = AssignmentClaims(engine)
     handed: dict[int, ClaimedWork] = {}
 
-    async def take(conn: AsyncConnection | DirectConnection, claimed: dict[int, ClaimedAttempt]) -> None:
+    async def take(conn: Connection, claimed: dict[int, ClaimedAttempt]) -> None:
         handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(
@@ -135,13 +136,13 @@ async def test_the_handed_off_assignment_carries_its_upstream_result(engine: Asy
     assert b.upstream == {"a": {"rows": 3}}
 
 
-async def test_a_leader_that_sees_the_hand_off_queues_nothing_twice(engine: AsyncEngine) -> None:
+async def test_a_leader_that_sees_the_hand_off_queues_nothing_twice(engine: Engine) -> None:
     run, loop, a = await _started(engine, CHAIN)
     await _succeed(engine, a)
     assert await loop.evaluate([run.pk]) == 0
     assert await _states(engine) == {"a": "success", "b": "running", "c": "none"}
     async with engine.connect() as conn:
-        attempts = (await conn.execute(text("SELECT count(*) FROM task_attempts"))).scalar()
+        attempts = (await conn.execute(Statement("SELECT count(*) FROM task_attempts"))).scalar()
     assert attempts == 2
 
 
@@ -161,7 +162,7 @@ async def test_a_leader_that_sees_the_hand_off_queues_nothing_twice(engine: Asyn
     ],
 )
 async def test_a_hand_off_whose_assumptions_moved_does_nothing(
-    engine: AsyncEngine, migrated_url: str, change: str
+    engine: Engine, migrated_url: str, change: str
 ) -> None:
     run, _, a = await _started(engine, CHAIN)
     b_id = await _ti_id(engine, "b")
@@ -206,7 +207,7 @@ async def test_a_hand_off_whose_assumptions_moved_does_nothing(
     assert told == {channels.RUNS: [f"{run.pk}/{a.ti_id}"], channels.RUNS_HANDED_OFF: []}
 
 
-async def test_a_full_pool_hands_the_slot_its_source_frees_to_the_successor(engine: AsyncEngine) -> None:
+async def test_a_full_pool_hands_the_slot_its_source_frees_to_the_successor(engine: Engine) -> None:
     _, _, a = await _started(engine, CHAIN)
     await _sql(engine, "UPDATE pools SET slots = 1 WHERE name = 'default_pool'")  # a holds the one slot
     (b,) = (await _succeed(engine, a)).values()
@@ -214,19 +215,19 @@ async def test_a_full_pool_hands_the_slot_its_source_frees_to_the_successor(engi
     assert await _states(engine) == {"a": "success", "b": "running", "c": "none"}
 
 
-async def test_a_failure_hands_nothing_off(engine: AsyncEngine) -> None:
+async def test_a_failure_hands_nothing_off(engine: Engine) -> None:
     _, _, a = await _started(engine, CHAIN)
     assert await _succeed(engine, a, succeeded=False) == {}
     assert (await _states(engine))["b"] == "none"
 
 
-async def test_a_result_that_did_not_keep_a_slot_hands_nothing_off(engine: AsyncEngine) -> None:
+async def test_a_result_that_did_not_keep_a_slot_hands_nothing_off(engine: Engine) -> None:
     _, _, a = await _started(engine, CHAIN)
     assert await _succeed(engine, a, hand_off=False) == {}
     assert (await _states(engine))["b"] == "none"
 
 
-async def test_a_join_is_handed_off_only_by_its_last_upstream(engine: AsyncEngine) -> None:
+async def test_a_join_is_handed_off_only_by_its_last_upstream(engine: Engine) -> None:
     run, loop, a = await _started(engine, {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]})
     (first,) = (await _succeed(engine, a)).values()  # a hands off to one of b, c; the leader queues the other
     assert await loop.evaluate([run.pk]) == 1
@@ -240,7 +241,7 @@ async def test_a_join_is_handed_off_only_by_its_last_upstream(engine: AsyncEngin
     assert d.attempt.task_id == "d"
 
 
-async def test_only_all_success_successors_in_the_same_pool_are_handed_off(engine: AsyncEngine) -> None:
+async def test_only_all_success_successors_in_the_same_pool_are_handed_off(engine: Engine) -> None:
     dag = pb.DagSpec(
         dag_id="handoffs",
         tasks=[
@@ -262,7 +263,7 @@ async def test_only_all_success_successors_in_the_same_pool_are_handed_off(engin
 
 
 async def _told(
-    engine: AsyncEngine, url: str, act: Coroutine[object, object, T]
+    engine: Engine, url: str, act: Coroutine[object, object, T]
 ) -> tuple[T, dict[str, list[str]]]:
     """What ``act`` returns, and the items on ``schedd_runs`` and ``schedd_runs_handed_off`` while it
     ran; all of them: a later sentinel notification arrives after every earlier one."""
@@ -290,7 +291,7 @@ async def _told(
 
 
 async def test_a_used_hand_off_to_the_only_successor_tells_the_leader_it_may_wait(
-    engine: AsyncEngine, migrated_url: str
+    engine: Engine, migrated_url: str
 ) -> None:
     run, _, a = await _started(engine, CHAIN)
     _, told = await _told(engine, migrated_url, _succeed(engine, a))
@@ -299,7 +300,7 @@ async def test_a_used_hand_off_to_the_only_successor_tells_the_leader_it_may_wai
 
 
 async def test_a_success_that_also_readies_another_task_tells_the_leader_at_once(
-    engine: AsyncEngine, migrated_url: str
+    engine: Engine, migrated_url: str
 ) -> None:
     # a -> b and a -> c: a's success makes c ready too, so the leader must plan at once.
     run, _, a = await _started(engine, {"a": [], "b": ["a"], "c": ["a"]})

@@ -10,8 +10,6 @@ import hashlib
 from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_api import history
@@ -20,6 +18,8 @@ from schedd_auth import roles
 from schedd_core.clock import SystemClock
 from schedd_core.errors import InvalidArgument, NotFound
 from schedd_store import bundles, dags
+from schedd_store.database import Engine
+from schedd_store.named_sql import Statement
 from tests.bundles import bundle_archive
 
 from .helpers import registered_run, spec
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 BIG = b"x" * (history.MAX_FILE_CONTENT_BYTES + 10)
 
 
-async def _bundled_version(engine: AsyncEngine) -> tuple[str, str]:
+async def _bundled_version(engine: Engine) -> tuple[str, str]:
     """A DAG ``coded`` with a version pinning a bundle of two files; (version name, bundle hash)."""
     archive = bundle_archive({"flow/work.py": b"def step():\n    return 1\n", "flow/big.txt": BIG})
     sha256 = hashlib.sha256(archive).hexdigest()
@@ -40,7 +40,7 @@ async def _bundled_version(engine: AsyncEngine) -> tuple[str, str]:
     return f"dags/coded/versions/{done.dag.version_hash}", sha256
 
 
-async def test_a_versions_bundle_files_are_listed_and_read_within_limits(engine: AsyncEngine) -> None:
+async def test_a_versions_bundle_files_are_listed_and_read_within_limits(engine: Engine) -> None:
     name, sha256 = await _bundled_version(engine)
     servicer = DagServicer(engine, SystemClock())
     listed = await servicer.ListDagVersionFiles(api_pb2.ListDagVersionFilesRequest(name=name), None)
@@ -65,7 +65,7 @@ async def test_a_versions_bundle_files_are_listed_and_read_within_limits(engine:
     assert [f.path for f in one.files] == ["flow/work.py"]
 
 
-async def test_a_version_without_a_bundle_has_no_files(engine: AsyncEngine) -> None:
+async def test_a_version_without_a_bundle_has_no_files(engine: Engine) -> None:
     done = await dags.register_dag(engine, spec("plain", {"t": []}))
     servicer = DagServicer(engine, SystemClock())
     name = f"dags/plain/versions/{done.dag.version_hash}"
@@ -86,9 +86,7 @@ async def test_a_version_without_a_bundle_has_no_files(engine: AsyncEngine) -> N
         ({"path": "a" * (history.MAX_PATH_CHARS + 1)}, "path"),
     ],
 )
-async def test_bad_input_names_its_field(
-    engine: AsyncEngine, request_fields: dict[str, Any], field: str
-) -> None:
+async def test_bad_input_names_its_field(engine: Engine, request_fields: dict[str, Any], field: str) -> None:
     name, _ = await _bundled_version(engine)
     servicer = DagServicer(engine, SystemClock())
     request = api_pb2.ListDagVersionFilesRequest(name=name)
@@ -99,7 +97,7 @@ async def test_bad_input_names_its_field(
     assert caught.value.field == field
 
 
-async def test_missing_versions_and_paths_are_not_found(engine: AsyncEngine) -> None:
+async def test_missing_versions_and_paths_are_not_found(engine: Engine) -> None:
     name, _ = await _bundled_version(engine)
     servicer = DagServicer(engine, SystemClock())
     with pytest.raises(NotFound, match="not a file of bundle"):
@@ -112,13 +110,13 @@ async def test_missing_versions_and_paths_are_not_found(engine: AsyncEngine) -> 
         )
 
 
-async def _sql(engine: AsyncEngine, statement: str, **params: Any) -> list[Any]:
+async def _sql(engine: Engine, statement: str, **params: Any) -> list[Any]:
     async with engine.begin() as conn:
-        result = await conn.execute(text(statement), params)
-        return list(result.all()) if result.returns_rows else []
+        result = await conn.execute(Statement(statement), params)
+        return result.all()
 
 
-async def test_every_attempt_of_a_run_is_listed_in_order(engine: AsyncEngine) -> None:
+async def test_every_attempt_of_a_run_is_listed_in_order(engine: Engine) -> None:
     run = await registered_run(engine, spec("retried", {"a": [], "b": ["a"]}))
     for task_id, tries in (("a", [("failed", "boom"), ("success", None)]), ("b", [("running", None)])):
         [ti] = await _sql(

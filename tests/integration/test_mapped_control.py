@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 from google.protobuf import struct_pb2
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import api_pb2, resources_pb2 as pb
 from schedd_api.servicer import RunServicer
@@ -22,7 +20,9 @@ from schedd_core.errors import InvalidArgument, NotFound
 from schedd_core.spec import validate_spec
 from schedd_core.states import TaskState
 from schedd_store import control, explaining, logs, runs
+from schedd_store.database import Engine
 from schedd_store.instance_lookup import NotStartedYet
+from schedd_store.named_sql import Statement
 from tests.polling import wait_until_async
 
 from .helpers import registered_run
@@ -56,14 +56,14 @@ def _fan_spec() -> pb.DagSpec:
     return spec
 
 
-async def _sql(engine: AsyncEngine, statement: str, **params: Any) -> list[Any]:
+async def _sql(engine: Engine, statement: str, **params: Any) -> list[Any]:
     async with engine.begin() as conn:
-        result = await conn.execute(text(statement), params)
-        return list(result.all()) if result.returns_rows else []
+        result = await conn.execute(Statement(statement), params)
+        return result.all()
 
 
 async def _instance(
-    engine: AsyncEngine,
+    engine: Engine,
     run_pk: int,
     task_id: str,
     map_index: int,
@@ -108,7 +108,7 @@ async def _instance(
 
 
 @pytest.fixture
-async def expanded(engine: AsyncEngine) -> int:
+async def expanded(engine: Engine) -> int:
     """Run r1 of ``fan``: src succeeded, process expanded into 3 instances (1 failed), done
     upstream_failed; the run failed."""
     run = await registered_run(engine, _fan_spec())
@@ -120,16 +120,16 @@ async def expanded(engine: AsyncEngine) -> int:
     return run.pk
 
 
-def _servicer(engine: AsyncEngine) -> RunServicer:
+def _servicer(engine: Engine) -> RunServicer:
     return RunServicer(engine, SystemClock())
 
 
-async def _states(engine: AsyncEngine) -> dict[str, str]:
+async def _states(engine: Engine) -> dict[str, str]:
     run = await runs.get_run(engine, "fan", "r1")
     return {t.key: t.state for t in run.task_instances}
 
 
-async def test_a_run_lists_each_instance_at_its_task_s_place(engine: AsyncEngine, expanded: int) -> None:
+async def test_a_run_lists_each_instance_at_its_task_s_place(engine: Engine, expanded: int) -> None:
     message = await _servicer(engine).GetRun(api_pb2.GetRunRequest(name=RUN), None)
     shown = [(t.name.rsplit("/", 1)[1], t.task_id, t.map_index) for t in message.task_instances]
     assert shown == [
@@ -142,7 +142,7 @@ async def test_a_run_lists_each_instance_at_its_task_s_place(engine: AsyncEngine
     assert message.task_instances[1].name == f"{RUN}/tasks/process[0]"
 
 
-async def test_result_logs_and_explain_by_key(engine: AsyncEngine, expanded: int) -> None:
+async def test_result_logs_and_explain_by_key(engine: Engine, expanded: int) -> None:
     servicer = _servicer(engine)
     result = await servicer.GetTaskResult(
         api_pb2.GetTaskResultRequest(name=f"{RUN}/tasks/process[2]"),
@@ -160,9 +160,7 @@ async def test_result_logs_and_explain_by_key(engine: AsyncEngine, expanded: int
     assert (await runs.task_result(engine, "fan", "r1", "src")).value == [1, 2, 3]
 
 
-async def test_a_mapped_task_s_plain_id_names_nothing_once_expanded(
-    engine: AsyncEngine, expanded: int
-) -> None:
+async def test_a_mapped_task_s_plain_id_names_nothing_once_expanded(engine: Engine, expanded: int) -> None:
     expected = (
         "task 'process' is mapped: name one of its instances, 'process[0]' to 'process[2]' (3 instances)"
     )
@@ -187,9 +185,7 @@ async def test_a_mapped_task_s_plain_id_names_nothing_once_expanded(
         await runs.task_result(engine, "fan", "r1", "ghost[0]")
 
 
-async def test_watching_the_plain_id_of_an_expanded_task_ends_at_once(
-    engine: AsyncEngine, expanded: int
-) -> None:
+async def test_watching_the_plain_id_of_an_expanded_task_ends_at_once(engine: Engine, expanded: int) -> None:
     await _sql(engine, "UPDATE dag_runs SET state = 'running', ended_at = NULL WHERE id = :pk", pk=expanded)
     stream = _servicer(engine).WatchTaskLogs(
         api_pb2.GetTaskLogsRequest(name=f"{RUN}/tasks/process"),
@@ -200,7 +196,7 @@ async def test_watching_the_plain_id_of_an_expanded_task_ends_at_once(
 
 
 async def test_watching_an_instance_waits_for_the_expansion(
-    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = await registered_run(engine, _fan_spec())
     await _sql(engine, "UPDATE dag_runs SET state = 'running' WHERE id = :pk", pk=run.pk)
@@ -231,7 +227,7 @@ async def test_watching_an_instance_waits_for_the_expansion(
     assert logs_seen.data == "zero\n"
 
 
-async def test_clearing_one_instance_or_the_whole_task(engine: AsyncEngine, expanded: int) -> None:
+async def test_clearing_one_instance_or_the_whole_task(engine: Engine, expanded: int) -> None:
     assert await control.clear(
         engine, "fan", "r1", ["process[1]"], downstream=False, upstream=False, only_failed=False
     ) == ["process[1]"]
@@ -251,7 +247,7 @@ async def test_clearing_one_instance_or_the_whole_task(engine: AsyncEngine, expa
 
 
 async def test_clearing_an_instance_with_its_upstream_or_downstream_clears_those_tasks(
-    engine: AsyncEngine, expanded: int
+    engine: Engine, expanded: int
 ) -> None:
     cleared = await control.clear(
         engine, "fan", "r1", ["process[2]"], downstream=False, upstream=True, only_failed=False
@@ -264,7 +260,7 @@ async def test_clearing_an_instance_with_its_upstream_or_downstream_clears_those
     assert list(response.cleared_task_ids) == ["done", "process[1]"]
 
 
-async def test_marking_one_instance(engine: AsyncEngine, expanded: int) -> None:
+async def test_marking_one_instance(engine: Engine, expanded: int) -> None:
     marked = await _servicer(engine).SetTaskInstanceState(
         api_pb2.SetTaskInstanceStateRequest(name=f"{RUN}/tasks/process[1]", state=pb.TASK_STATE_SUCCESS),
         None,
@@ -281,7 +277,7 @@ async def test_marking_one_instance(engine: AsyncEngine, expanded: int) -> None:
 @pytest.mark.parametrize(
     "key", ["process[x]", "process[01]", "process[-1]", "process[]", "process[1]x", "[1]"]
 )
-async def test_malformed_keys_are_invalid_arguments(engine: AsyncEngine, expanded: int, key: str) -> None:
+async def test_malformed_keys_are_invalid_arguments(engine: Engine, expanded: int, key: str) -> None:
     servicer = _servicer(engine)
     with pytest.raises(InvalidArgument) as caught:
         await servicer.GetTaskResult(api_pb2.GetTaskResultRequest(name=f"{RUN}/tasks/{key}"), None)
@@ -295,7 +291,7 @@ async def test_malformed_keys_are_invalid_arguments(engine: AsyncEngine, expande
 
 
 async def test_a_map_index_on_a_task_that_is_not_mapped_is_refused_by_clear(
-    engine: AsyncEngine, expanded: int
+    engine: Engine, expanded: int
 ) -> None:
     with pytest.raises(InvalidArgument, match=r"task 'src' is not mapped") as caught:
         await control.clear(

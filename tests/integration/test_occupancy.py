@@ -8,25 +8,25 @@ import random
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.claims import ClaimedAttempt
 from schedd_core.states import TaskState
 from schedd_store import control, dags, dispatch, occupancy, runs
+from schedd_store.database import Engine
 from schedd_store.dispatch import AttemptResult
+from schedd_store.named_sql import Statement
 
 from .helpers import leading_loop, spec
 
 pytestmark = pytest.mark.integration
 
 
-async def assert_counters_match(engine: AsyncEngine) -> None:
+async def assert_counters_match(engine: Engine) -> None:
     async with engine.connect() as conn:
         assert await occupancy.counted(conn) == await occupancy.recount(conn)
 
 
-async def report(engine: AsyncEngine, claimed: list[ClaimedAttempt], rng: random.Random) -> None:
+async def report(engine: Engine, claimed: list[ClaimedAttempt], rng: random.Random) -> None:
     await dispatch.apply_results(
         engine,
         [
@@ -46,10 +46,10 @@ async def report(engine: AsyncEngine, claimed: list[ClaimedAttempt], rng: random
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_the_counters_equal_the_rows_after_every_kind_of_change(engine: AsyncEngine, seed: int) -> None:
+async def test_the_counters_equal_the_rows_after_every_kind_of_change(engine: Engine, seed: int) -> None:
     rng = random.Random(seed)
     async with engine.begin() as conn:
-        await conn.execute(text("INSERT INTO pools (name, slots) VALUES ('small', 3)"))
+        await conn.execute(Statement("INSERT INTO pools (name, slots) VALUES ('small', 3)"))
     wide = spec("wide", {f"t{i}": [] for i in range(12)} | {"join": [f"t{i}" for i in range(12)]})
     for task in wide.tasks:
         task.retries = 1
@@ -70,7 +70,7 @@ async def test_the_counters_equal_the_rows_after_every_kind_of_change(engine: As
         )
     async with engine.begin() as conn:  # one run counts as a backfill's
         await conn.execute(
-            text("UPDATE task_instances SET backfill = true WHERE run_pk = :pk"), {"pk": made[2].pk}
+            Statement("UPDATE task_instances SET backfill = true WHERE run_pk = :pk"), {"pk": made[2].pk}
         )
     loop = await leading_loop(engine)
     pks = [r.pk for r in made]
@@ -92,13 +92,13 @@ async def test_the_counters_equal_the_rows_after_every_kind_of_change(engine: As
             await control.set_state(engine, "wide", "r0", "t5", TaskState.SUCCESS)
         await assert_counters_match(engine)
     async with engine.begin() as conn:
-        await conn.execute(text("DELETE FROM dag_runs WHERE run_id = 'r2'"))
+        await conn.execute(Statement("DELETE FROM dag_runs WHERE run_id = 'r2'"))
     await assert_counters_match(engine)
     await occupancy.compact(engine)
     await assert_counters_match(engine)
 
 
-async def test_a_claim_writes_no_delta(engine: AsyncEngine) -> None:
+async def test_a_claim_writes_no_delta(engine: Engine) -> None:
     await dags.register_dag(engine, spec("one", {"a": []}))
     run = await runs.create_run(
         engine, dag_id="one", run_id="r", run_type="manual", logical_date=datetime.now(UTC), conf={}
@@ -107,5 +107,5 @@ async def test_a_claim_writes_no_delta(engine: AsyncEngine) -> None:
     await occupancy.compact(engine)
     (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=1)
     async with engine.connect() as conn:
-        assert (await conn.execute(text("SELECT count(*) FROM occupancy_deltas"))).scalar_one() == 0
+        assert (await conn.execute(Statement("SELECT count(*) FROM occupancy_deltas"))).scalar_one() == 0
     assert claimed.task_id == "a"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_store import dags, planning_reads, runs, statements as sql
+from schedd_store.database import Engine
 from schedd_store.fence import Fence
 
 from .helpers import leading_loop, spec
@@ -15,7 +15,7 @@ from .helpers import leading_loop, spec
 pytestmark = pytest.mark.integration
 
 
-async def _six_runs_of_three_tasks(engine: AsyncEngine) -> list[int]:
+async def _six_runs_of_three_tasks(engine: Engine) -> list[int]:
     """Six runs (oldest logical date first) whose three task instances each exist."""
     await dags.register_dag(engine, spec("three", {"a": [], "b": ["a"], "c": ["b"]}))
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -35,7 +35,7 @@ async def _six_runs_of_three_tasks(engine: AsyncEngine) -> list[int]:
     return pks
 
 
-async def test_a_budget_reads_the_oldest_and_smallest_runs_and_defers_the_rest(engine: AsyncEngine) -> None:
+async def test_a_budget_reads_the_oldest_and_smallest_runs_and_defers_the_rest(engine: Engine) -> None:
     pks = await _six_runs_of_three_tasks(engine)
     async with Fence(engine, 1).transaction() as conn:
         loaded, deferred = await planning_reads.load_runs(conn, pks, budget=4)
@@ -45,7 +45,7 @@ async def test_a_budget_reads_the_oldest_and_smallest_runs_and_defers_the_rest(e
     assert sorted(deferred) == pks[3:]
 
 
-async def test_the_deferred_runs_come_once_not_on_every_row(engine: AsyncEngine) -> None:
+async def test_the_deferred_runs_come_once_not_on_every_row(engine: Engine) -> None:
     """Each row used to carry the whole list of deferred runs: a pass over 5,000 task instances with
     a thousand runs left decoded five million run ids, and the leader's memory stayed at that peak."""
     pks = await _six_runs_of_three_tasks(engine)

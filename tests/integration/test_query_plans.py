@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import TextClause, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_store import dags, runs, statements as sql
+from schedd_store.database import Engine
+from schedd_store.named_sql import Statement
 
 from .helpers import spec
 
@@ -24,16 +24,16 @@ BACKLOG = 100_000
 
 
 @pytest.fixture
-async def backlog(engine: AsyncEngine) -> AsyncEngine:
+async def backlog(engine: Engine) -> Engine:
     """100k task instances queued in a queue no worker serves (and pool), plus a few in 'default'."""
     await dags.register_dag(engine, spec("deep", {"t": []}))
     run = await runs.create_run(
         engine, dag_id="deep", run_id="r", run_type="manual", logical_date=datetime.now(UTC), conf={}
     )
     async with engine.begin() as conn:
-        await conn.execute(text("INSERT INTO pools (name, slots) VALUES ('deep_pool', 1000000)"))
+        await conn.execute(Statement("INSERT INTO pools (name, slots) VALUES ('deep_pool', 1000000)"))
         await conn.execute(
-            text(
+            Statement(
                 "INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, try_number, "
                 "attempt_id, queue, pool, queued_at) SELECT :run, 'deep', now(), 't' || g, 'queued', 1, "
                 "gen_random_uuid(), CASE WHEN g <= 5 THEN 'default' ELSE 'deep' END, "
@@ -42,7 +42,7 @@ async def backlog(engine: AsyncEngine) -> AsyncEngine:
             ),
             {"run": run.pk, "n": BACKLOG},
         )
-        await conn.execute(text("ANALYZE task_instances"))
+        await conn.execute(Statement("ANALYZE task_instances"))
     return engine
 
 
@@ -52,14 +52,11 @@ def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from nodes(child)
 
 
-async def explain(engine: AsyncEngine, statement: TextClause, params: dict[str, Any]) -> list[dict[str, Any]]:
+async def explain(engine: Engine, statement: Statement, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Every node of the statement's executed plan; the statement's effects are rolled back."""
-    async with engine.connect() as conn:
-        transaction = await conn.begin()
-        bound = statement.compile(compile_kwargs={})
-        query = text("EXPLAIN (ANALYZE, FORMAT JSON) " + str(bound)).bindparams(**statement.compile().params)
+    async with engine.connect() as conn:  # rolled back when the block ends
+        query = Statement("EXPLAIN (ANALYZE, FORMAT JSON) " + statement.text, statement.bound)
         (raw,) = (await conn.execute(query, params)).one()
-        await transaction.rollback()
     document = json.loads(raw) if isinstance(raw, str) else raw
     return list(nodes(document[0]["Plan"]))
 
@@ -70,18 +67,18 @@ def assert_small(plan: list[dict[str, Any]], most_rows: int) -> None:
         assert node.get("Actual Rows", 0) <= most_rows, (node["Node Type"], node.get("Actual Rows"))
 
 
-async def test_a_claim_reads_a_few_rows_of_a_deep_queue(backlog: AsyncEngine) -> None:
+async def test_a_claim_reads_a_few_rows_of_a_deep_queue(backlog: Engine) -> None:
     plan = await explain(
         backlog, sql.CLAIM_TASK_INSTANCES, {"slots": ["w"] * 8, "queues": ["deep", "default"]}
     )
     assert_small(plan, most_rows=16)
 
 
-async def test_a_pass_reads_pool_usage_without_counting_the_backlog(backlog: AsyncEngine) -> None:
+async def test_a_pass_reads_pool_usage_without_counting_the_backlog(backlog: Engine) -> None:
     plan = await explain(backlog, sql.POOL_CAPACITY, {"pools": ["default_pool", "deep_pool"]})
     assert_small(plan, most_rows=100)
 
 
-async def test_active_tasks_of_a_dag_come_from_the_counters(backlog: AsyncEngine) -> None:
+async def test_active_tasks_of_a_dag_come_from_the_counters(backlog: Engine) -> None:
     plan = await explain(backlog, sql.ACTIVE_TASKS_OF_DAGS, {"dag_ids": ["deep"]})
     assert_small(plan, most_rows=100)

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_devstack.ports import free_port
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.metrics import SCRAPE_TIMEOUT, RegistryMetrics
+from schedd_store.database import Engine
 from schedd_store.engine import make_engine
 
 from .helpers import finish_all_running, leading_loop, registered_run, spec
@@ -44,14 +44,14 @@ async def scrape(metrics: RegistryMetrics) -> Samples:
     }
 
 
-def gauges(engine: AsyncEngine, sessions: Sessions) -> RegistryMetrics:
+def gauges(engine: Engine, sessions: Sessions) -> RegistryMetrics:
     metrics = RegistryMetrics()
     dispatcher: Dispatcher = sessions  # type: ignore[assignment]  # only .sessions is read
     metrics.read_at_scrape(engine, dispatcher, asyncio.get_running_loop())
     return metrics
 
 
-async def test_a_scrape_sees_the_store_and_the_workers_as_they_are(engine: AsyncEngine) -> None:
+async def test_a_scrape_sees_the_store_and_the_workers_as_they_are(engine: Engine) -> None:
     sessions = Sessions([Session(credits=3), Session(credits=5)])
     metrics = gauges(engine, sessions)
     first = await scrape(metrics)
@@ -87,7 +87,7 @@ async def test_a_scrape_while_the_store_is_unreachable_answers_with_the_worker_g
     assert not any(name.startswith("schedd_queue_") for name, _ in samples)
 
 
-async def test_a_scrape_after_the_event_loop_closed_answers_without_the_gauges(engine: AsyncEngine) -> None:
+async def test_a_scrape_after_the_event_loop_closed_answers_without_the_gauges(engine: Engine) -> None:
     closed = asyncio.new_event_loop()
     closed.close()
     metrics = RegistryMetrics()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import FencedOut
 from schedd_scheduler.housekeeping import Housekeeper
 from schedd_store import dags
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.retention import DAY, Retention, purge_batch
 from schedd_store.statements import PURGE_FINISHED_RUNS
 
@@ -18,7 +18,7 @@ from .helpers import spec
 pytestmark = pytest.mark.integration
 
 
-async def _seed(engine: AsyncEngine) -> None:
+async def _seed(engine: Engine) -> None:
     """Finished runs 40 days old (12 of them) and 1 day old (3), one running run, each with task
     instances, attempts and output; passes, outbox events, requests and workers old and new."""
     await dags.register_dag(engine, spec("old", {"a": [], "b": ["a"]}))
@@ -49,15 +49,15 @@ async def _seed(engine: AsyncEngine) -> None:
     ]
     async with engine.begin() as conn:
         for statement in statements:
-            await conn.execute(text(statement))
+            await conn.execute(Statement(statement))
 
 
-async def _count(engine: AsyncEngine, query: str) -> int:
+async def _count(engine: Engine, query: str) -> int:
     async with engine.connect() as conn:
-        return int((await conn.execute(text(query))).scalar_one())
+        return int((await conn.execute(Statement(query))).scalar_one())
 
 
-async def test_retention_deletes_what_is_old_and_keeps_the_rest(engine: AsyncEngine) -> None:
+async def test_retention_deletes_what_is_old_and_keeps_the_rest(engine: Engine) -> None:
     await _seed(engine)
     await raise_fence(engine, 3, "leader")
     fence = Fence(engine, 3)
@@ -76,11 +76,11 @@ async def test_retention_deletes_what_is_old_and_keeps_the_rest(engine: AsyncEng
     assert workers == 2, "only the worker that left long ago goes"
 
 
-async def test_audit_records_are_kept_for_their_own_age(engine: AsyncEngine) -> None:
+async def test_audit_records_are_kept_for_their_own_age(engine: Engine) -> None:
     await raise_fence(engine, 3, "leader")
     async with engine.begin() as conn:
         await conn.execute(
-            text(
+            Statement(
                 "INSERT INTO audit_log (at, principal, role, method, code) "
                 "SELECT now() - make_interval(days => d), 'p', 'admin', '/m', 'OK' "
                 "FROM generate_series(1, 401, 100) d"
@@ -91,7 +91,7 @@ async def test_audit_records_are_kept_for_their_own_age(engine: AsyncEngine) -> 
     assert await _count(engine, "SELECT count(*) FROM audit_log") == 4
 
 
-async def test_a_deposed_leader_deletes_nothing(engine: AsyncEngine) -> None:
+async def test_a_deposed_leader_deletes_nothing(engine: Engine) -> None:
     await _seed(engine)
     await raise_fence(engine, 3, "old")
     await raise_fence(engine, 4, "new")

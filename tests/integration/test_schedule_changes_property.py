@@ -17,8 +17,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from hypothesis import HealthCheck, given, settings, strategies as st
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import backfills as backfill_api, dags as dag_api
@@ -29,8 +27,10 @@ from schedd_core.timetables import DataInterval
 from schedd_rpc import convert
 from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.schedules import ScheduleTimer
+from schedd_store.database import Engine
 from schedd_store.engine import make_engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.versions import VersionCache
 
 pytestmark = pytest.mark.integration
@@ -103,11 +103,11 @@ def covers(earlier: DataInterval, later: DataInterval) -> bool:
     return earlier.start < later.end and later.start < earlier.end
 
 
-async def runs(engine: AsyncEngine, dag_id: str) -> dict[int, tuple[str, DataInterval]]:
+async def runs(engine: Engine, dag_id: str) -> dict[int, tuple[str, DataInterval]]:
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
-                text(
+                Statement(
                     "SELECT id, run_type, logical_date, data_interval_start, data_interval_end FROM dag_runs "
                     "WHERE dag_id = :d"
                 ),
@@ -120,12 +120,12 @@ async def runs(engine: AsyncEngine, dag_id: str) -> dict[int, tuple[str, DataInt
     }
 
 
-async def position(engine: AsyncEngine, dag_id: str) -> tuple[datetime, datetime | None]:
+async def position(engine: Engine, dag_id: str) -> tuple[datetime, datetime | None]:
     """P and the latest logical date, before a change, as docs/scheduling.md defines them."""
     async with engine.connect() as conn:
         row = (
             await conn.execute(
-                text(
+                Statement(
                     "SELECT GREATEST((SELECT max(data_interval_end) FROM dag_runs WHERE dag_id = :d), "
                     "  (SELECT next_interval_start FROM dags WHERE dag_id = :d), "
                     "  (SELECT planned_until FROM dags WHERE dag_id = :d)) AS p, "
@@ -138,7 +138,7 @@ async def position(engine: AsyncEngine, dag_id: str) -> tuple[datetime, datetime
 
 
 async def backfill(
-    engine: AsyncEngine, fence: Fence, clock: FakeClock, dag_id: str, start: datetime, end: datetime
+    engine: Engine, fence: Fence, clock: FakeClock, dag_id: str, start: datetime, end: datetime
 ) -> None:
     request = pb.Backfill(start_date=convert.ts(start), end_date=convert.ts(end), max_active_runs=1000)
     try:
@@ -148,7 +148,9 @@ async def backfill(
     driver = BackfillDriver(engine, fence, VersionCache())
     await driver.advance(record.id)
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE dag_runs SET state = 'success' WHERE dag_id = :d"), {"d": dag_id})
+        await conn.execute(
+            Statement("UPDATE dag_runs SET state = 'success' WHERE dag_id = :d"), {"d": dag_id}
+        )
     await driver.advance(record.id)
 
 

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import dags as dag_api
@@ -24,7 +22,9 @@ from schedd_core.states import RunType
 from schedd_core.timetables import DataInterval
 from schedd_scheduler.schedules import ScheduleTimer
 from schedd_store import control, schedules
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.schedules import NewRun, RunExists
 from schedd_store.versions import VersionCache
 
@@ -46,17 +46,17 @@ def scheduled_spec(dag_id: str, start: datetime, **options: Any) -> pb.DagSpec:
     )
 
 
-async def timer(engine: AsyncEngine, clock: FakeClock, token: int = 1) -> ScheduleTimer:
+async def timer(engine: Engine, clock: FakeClock, token: int = 1) -> ScheduleTimer:
     await raise_fence(engine, token, f"test-{token}")
     return ScheduleTimer(engine, Fence(engine, token), VersionCache(), clock=clock)
 
 
-async def runs_of(engine: AsyncEngine, dag_id: str) -> list[tuple[str, datetime, datetime, datetime]]:
+async def runs_of(engine: Engine, dag_id: str) -> list[tuple[str, datetime, datetime, datetime]]:
     """(run_id, logical date, data interval start, end) of the DAG's scheduled runs, in creation order."""
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
-                text(
+                Statement(
                     "SELECT run_id, logical_date, data_interval_start, data_interval_end FROM dag_runs "
                     "WHERE dag_id = :d AND run_type = 'scheduled' ORDER BY id"
                 ),
@@ -71,7 +71,7 @@ def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second:
 
 
 async def test_a_daily_local_time_skipped_by_spring_forward_runs_once_after_the_gap(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     # Europe/Berlin springs forward on 2026-03-29 at 02:00 (to 03:00): 02:30 does not exist that day.
     spec = scheduled_spec(
@@ -94,7 +94,7 @@ async def test_a_daily_local_time_skipped_by_spring_forward_runs_once_after_the_
     assert made[0][0] == "scheduled__2026-03-27T01.30.00Z"
 
 
-async def test_an_hourly_schedule_runs_every_real_hour_through_fall_back(engine: AsyncEngine) -> None:
+async def test_an_hourly_schedule_runs_every_real_hour_through_fall_back(engine: Engine) -> None:
     # America/New_York falls back on 2026-11-01 at 02:00 (to 01:00): 01:xx happens twice.
     spec = scheduled_spec(
         "newyork", utc(2026, 11, 1, 3), schedule="0 * * * *", timezone="America/New_York", catchup=True
@@ -107,7 +107,7 @@ async def test_an_hourly_schedule_runs_every_real_hour_through_fall_back(engine:
     assert all(r[3] - r[2] == timedelta(hours=1) for r in made)
 
 
-async def test_a_fixed_interval_counts_from_the_start_date(engine: AsyncEngine) -> None:
+async def test_a_fixed_interval_counts_from_the_start_date(engine: Engine) -> None:
     every = Duration()
     every.FromTimedelta(timedelta(hours=6))
     spec = scheduled_spec(
@@ -119,7 +119,7 @@ async def test_a_fixed_interval_counts_from_the_start_date(engine: AsyncEngine) 
 
 
 @pytest.mark.parametrize("catchup", [True, False])
-async def test_catch_up_after_a_seven_day_pause(engine: AsyncEngine, catchup: bool) -> None:
+async def test_catch_up_after_a_seven_day_pause(engine: Engine, catchup: bool) -> None:
     dag_id = f"paused_{catchup}".lower()
     await dag_api.register(
         engine, scheduled_spec(dag_id, utc(2026, 5, 1), schedule="@daily", catchup=catchup)
@@ -142,7 +142,7 @@ async def test_catch_up_after_a_seven_day_pause(engine: AsyncEngine, catchup: bo
 
 
 @pytest.mark.parametrize("catchup", [True, False])
-async def test_a_leader_outage_of_several_intervals(engine: AsyncEngine, catchup: bool) -> None:
+async def test_a_leader_outage_of_several_intervals(engine: Engine, catchup: bool) -> None:
     dag_id = f"outage_{catchup}".lower()
     await dag_api.register(
         engine, scheduled_spec(dag_id, utc(2026, 6, 1), schedule="@hourly", catchup=catchup)
@@ -160,7 +160,7 @@ async def test_a_leader_outage_of_several_intervals(engine: AsyncEngine, catchup
     assert made == expected
 
 
-async def test_max_active_runs_holds_catch_up_back_until_a_run_ends(engine: AsyncEngine) -> None:
+async def test_max_active_runs_holds_catch_up_back_until_a_run_ends(engine: Engine) -> None:
     spec = scheduled_spec("limited", utc(2026, 7, 1), schedule="@daily", catchup=True, max_active_runs=2)
     await dag_api.register(engine, spec)
     schedule = await timer(engine, FakeClock(utc(2026, 7, 6, 1)))
@@ -170,7 +170,7 @@ async def test_max_active_runs_holds_catch_up_back_until_a_run_ends(engine: Asyn
     assert len(await runs_of(engine, "limited")) == 2
     async with engine.begin() as conn:
         await conn.execute(
-            text("UPDATE dag_runs SET state = 'success' WHERE dag_id = 'limited' AND logical_date = :d"),
+            Statement("UPDATE dag_runs SET state = 'success' WHERE dag_id = 'limited' AND logical_date = :d"),
             {"d": utc(2026, 7, 1)},
         )
     schedule.wake(["limited"])  # the scheduling loop does so when a run ends
@@ -178,7 +178,7 @@ async def test_max_active_runs_holds_catch_up_back_until_a_run_ends(engine: Asyn
     assert [r[1].day for r in await runs_of(engine, "limited")] == [1, 2, 3]
 
 
-async def test_a_changed_schedule_goes_on_where_the_old_one_stopped(engine: AsyncEngine) -> None:
+async def test_a_changed_schedule_goes_on_where_the_old_one_stopped(engine: Engine) -> None:
     await dag_api.register(
         engine, scheduled_spec("changed", utc(2026, 8, 1), schedule="@daily", catchup=True)
     )
@@ -197,13 +197,13 @@ async def test_a_changed_schedule_goes_on_where_the_old_one_stopped(engine: Asyn
     assert made == [utc(2026, 8, 1), utc(2026, 8, 2), utc(2026, 8, 3, 12)]
 
 
-async def test_a_changed_schedule_does_not_remake_runs_that_retention_deleted(engine: AsyncEngine) -> None:
+async def test_a_changed_schedule_does_not_remake_runs_that_retention_deleted(engine: Engine) -> None:
     await dag_api.register(engine, scheduled_spec("purged", utc(2026, 8, 1), schedule="@daily", catchup=True))
     clock = FakeClock(utc(2026, 8, 10, 1))
     schedule = await timer(engine, clock)
     await schedule.step()
     async with engine.begin() as conn:  # as retention does with old finished runs
-        await conn.execute(text("DELETE FROM dag_runs WHERE dag_id = 'purged'"))
+        await conn.execute(Statement("DELETE FROM dag_runs WHERE dag_id = 'purged'"))
     await dag_api.register(
         engine, scheduled_spec("purged", utc(2026, 8, 1), schedule="0 6 * * *", catchup=True)
     )
@@ -213,7 +213,7 @@ async def test_a_changed_schedule_does_not_remake_runs_that_retention_deleted(en
     assert [r[1] for r in await runs_of(engine, "purged")] == [utc(2026, 8, 10, 6)]
 
 
-async def test_concurrent_steps_make_each_run_once(engine: AsyncEngine) -> None:
+async def test_concurrent_steps_make_each_run_once(engine: Engine) -> None:
     await dag_api.register(engine, scheduled_spec("raced", utc(2026, 9, 1), schedule="@hourly", catchup=True))
     clock = FakeClock(utc(2026, 9, 2))
     first, second = (
@@ -225,13 +225,13 @@ async def test_concurrent_steps_make_each_run_once(engine: AsyncEngine) -> None:
     assert made == [utc(2026, 9, 1, h) for h in range(24)]
 
 
-async def test_a_second_run_for_a_logical_date_is_refused_by_name(engine: AsyncEngine) -> None:
+async def test_a_second_run_for_a_logical_date_is_refused_by_name(engine: Engine) -> None:
     await dag_api.register(engine, scheduled_spec("unique", utc(2026, 10, 1), schedule="@daily"))
     await raise_fence(engine, 1, "test")
     fence = Fence(engine, 1)
     async with engine.connect() as conn:
         version = (
-            await conn.execute(text("SELECT latest_version_id FROM dags WHERE dag_id = 'unique'"))
+            await conn.execute(Statement("SELECT latest_version_id FROM dags WHERE dag_id = 'unique'"))
         ).scalar_one()
     day = DataInterval(utc(2026, 10, 1), utc(2026, 10, 2))
     async with fence.transaction() as conn:
@@ -247,7 +247,7 @@ async def test_a_second_run_for_a_logical_date_is_refused_by_name(engine: AsyncE
     assert [r[1] for r in await runs_of(engine, "unique")] == [utc(2026, 10, 1)]  # the batch left nothing
 
 
-async def test_the_timer_sleeps_until_the_next_interval_ends(engine: AsyncEngine) -> None:
+async def test_the_timer_sleeps_until_the_next_interval_ends(engine: Engine) -> None:
     await dag_api.register(engine, scheduled_spec("sleepy", utc(2026, 11, 1), schedule="@daily"))
     clock = FakeClock(utc(2026, 11, 1, 20))
     schedule = await timer(engine, clock)

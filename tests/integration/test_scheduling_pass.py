@@ -6,13 +6,13 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import FencedOut
 from schedd_store import dags, dispatch, runs
+from schedd_store.database import Engine
 from schedd_store.dispatch import AttemptResult
 from schedd_store.fence import raise_fence
+from schedd_store.named_sql import Statement
 
 from .helpers import finish_all_running, leading_loop, registered_run, spec
 
@@ -21,12 +21,12 @@ pytestmark = pytest.mark.integration
 DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
 
 
-async def _states(engine: AsyncEngine, dag_id: str, run_id: str = "r1") -> dict[str, str]:
+async def _states(engine: Engine, dag_id: str, run_id: str = "r1") -> dict[str, str]:
     run = await runs.get_run(engine, dag_id, run_id)
     return {t.task_id: t.state for t in run.task_instances}
 
 
-async def test_diamond_runs_in_dependency_order(engine: AsyncEngine) -> None:
+async def test_diamond_runs_in_dependency_order(engine: Engine) -> None:
     run = await registered_run(engine, spec("diamond", DIAMOND))
     loop = await leading_loop(engine)
     assert await loop.evaluate([run.pk]) == 1
@@ -42,7 +42,7 @@ async def test_diamond_runs_in_dependency_order(engine: AsyncEngine) -> None:
     assert final.ended_at is not None
 
 
-async def test_failure_propagates_and_fails_the_run(engine: AsyncEngine) -> None:
+async def test_failure_propagates_and_fails_the_run(engine: Engine) -> None:
     run = await registered_run(engine, spec("chain", {"a": [], "b": ["a"], "c": ["b"]}))
     loop = await leading_loop(engine)
     await loop.evaluate([run.pk])
@@ -52,20 +52,22 @@ async def test_failure_propagates_and_fails_the_run(engine: AsyncEngine) -> None
     assert (await runs.get_run(engine, "chain", "r1")).state == "failed"
 
 
-async def test_every_write_is_stamped_with_the_token(engine: AsyncEngine) -> None:
+async def test_every_write_is_stamped_with_the_token(engine: Engine) -> None:
     run = await registered_run(engine, spec("diamond", DIAMOND))
     loop = await leading_loop(engine, token=42)
     await loop.evaluate([run.pk])
     async with engine.connect() as conn:
         stamped = (
             await conn.execute(
-                text("SELECT DISTINCT fence_token FROM task_instances UNION SELECT fence_token FROM dag_runs")
+                Statement(
+                    "SELECT DISTINCT fence_token FROM task_instances UNION SELECT fence_token FROM dag_runs"
+                )
             )
         ).all()
     assert [r[0] for r in stamped] == [42]
 
 
-async def test_a_deposed_leader_pass_changes_nothing(engine: AsyncEngine) -> None:
+async def test_a_deposed_leader_pass_changes_nothing(engine: Engine) -> None:
     run = await registered_run(engine, spec("diamond", DIAMOND))
     old = await leading_loop(engine, token=1)
     await raise_fence(engine, 2, "newer")
@@ -75,10 +77,10 @@ async def test_a_deposed_leader_pass_changes_nothing(engine: AsyncEngine) -> Non
     assert (await runs.get_run(engine, "diamond", "r1")).state == "queued"
 
 
-async def test_concurrent_claims_never_hand_out_one_attempt_twice(engine: AsyncEngine) -> None:
+async def test_concurrent_claims_never_hand_out_one_attempt_twice(engine: Engine) -> None:
     wide: dict[str, list[str]] = {f"t{i:03d}": [] for i in range(300)}
     async with engine.begin() as conn:  # room for all of them at once
-        await conn.execute(text("UPDATE pools SET slots = 1000 WHERE name = 'default_pool'"))
+        await conn.execute(Statement("UPDATE pools SET slots = 1000 WHERE name = 'default_pool'"))
     run = await registered_run(engine, spec("wide", wide))
     loop = await leading_loop(engine)
     assert await loop.evaluate([run.pk]) == 300
@@ -97,7 +99,7 @@ async def test_concurrent_claims_never_hand_out_one_attempt_twice(engine: AsyncE
     assert len(set(everything)) == 300
 
 
-async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngine) -> None:
+async def test_results_are_attempt_conditional_and_idempotent(engine: Engine) -> None:
     run = await registered_run(engine, spec("one", {"a": []}))
     loop = await leading_loop(engine)
     await loop.evaluate([run.pk])
@@ -142,11 +144,11 @@ async def test_results_are_attempt_conditional_and_idempotent(engine: AsyncEngin
     assert await dispatch.apply_results(engine, [flipped]) == [dispatch.ReportStatus.STALE]
     assert await _states(engine, "one") == {"a": "success"}
     async with engine.connect() as conn:
-        attempt = (await conn.execute(text("SELECT state, exit_code FROM task_attempts"))).one()
+        attempt = (await conn.execute(Statement("SELECT state, exit_code FROM task_attempts"))).one()
     assert tuple(attempt) == ("success", 0)
 
 
-async def test_create_run_is_idempotent_per_request_id(engine: AsyncEngine) -> None:
+async def test_create_run_is_idempotent_per_request_id(engine: Engine) -> None:
     from schedd_core.errors import AlreadyExists
     from schedd_core.request_key import RequestKey
     from schedd_store import dags
@@ -176,10 +178,10 @@ async def test_create_run_is_idempotent_per_request_id(engine: AsyncEngine) -> N
             engine, dag_id="one", run_id="x1", run_type="manual", logical_date=when, conf={}
         )
     async with engine.connect() as conn:
-        assert (await conn.execute(text("SELECT count(*) FROM dag_runs"))).scalar_one() == 1
+        assert (await conn.execute(Statement("SELECT count(*) FROM dag_runs"))).scalar_one() == 1
 
 
-async def test_cancelling_a_run_writes_its_failure_events_with_the_change(engine: AsyncEngine) -> None:
+async def test_cancelling_a_run_writes_its_failure_events_with_the_change(engine: Engine) -> None:
     from schedd.v1 import resources_pb2 as pb
     from schedd_store import control
 
@@ -193,7 +195,7 @@ async def test_cancelling_a_run_writes_its_failure_events_with_the_change(engine
     (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=5)
     await control.cancel_run(engine, "cb", "r1")
     async with engine.connect() as conn:
-        events = (await conn.execute(text("SELECT topic, payload FROM outbox ORDER BY id"))).all()
+        events = (await conn.execute(Statement("SELECT topic, payload FROM outbox ORDER BY id"))).all()
     assert [(e.topic, e.payload["event"]) for e in events] == [
         ("task_callback", "failure"),
         ("run_callback", "failure"),
@@ -201,7 +203,7 @@ async def test_cancelling_a_run_writes_its_failure_events_with_the_change(engine
     assert events[0].payload["task_id"] == "a" and events[0].payload["ti_id"] == claimed.ti_id
 
 
-async def test_a_report_with_another_try_number_is_stale_and_changes_nothing(engine: AsyncEngine) -> None:
+async def test_a_report_with_another_try_number_is_stale_and_changes_nothing(engine: Engine) -> None:
     """A result or heartbeat must match the whole attempt: task instance, try number and attempt id."""
     run = await registered_run(engine, spec("tries", {"a": []}))
     await (await leading_loop(engine)).evaluate([run.pk])
@@ -230,7 +232,7 @@ async def test_a_report_with_another_try_number_is_stale_and_changes_nothing(eng
     assert await dispatch.apply_results(engine, [wrong_try]) == [dispatch.ReportStatus.STALE]
 
 
-async def test_depends_on_past_waits_for_the_previous_run_and_is_woken_by_it(engine: AsyncEngine) -> None:
+async def test_depends_on_past_waits_for_the_previous_run_and_is_woken_by_it(engine: Engine) -> None:
     dag = spec("past", {"load": []})
     dag.tasks[0].depends_on_past = True
     await dags.register_dag(engine, dag)

@@ -4,14 +4,14 @@ lands, and that a guarded write matching fewer rows than named rolls the whole p
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_core.errors import IllegalTransition
 from schedd_core.pass_writes import NewInstance, PassWrites, Retry, RunFinish
 from schedd_core.states import RunState, TaskState
 from schedd_store import runs
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.scheduling import apply_writes
 
 from .helpers import finish_all_running, leading_loop, registered_run, spec
@@ -26,38 +26,40 @@ def new(run_pk: int, task_id: str, state: TaskState) -> NewInstance:
     return NewInstance(run_pk, task_id, -1, state, 1, 1, "default_pool", 1, "default", False, "")
 
 
-async def _fence(engine: AsyncEngine, token: int = 1) -> Fence:
+async def _fence(engine: Engine, token: int = 1) -> Fence:
     await raise_fence(engine, token, f"test-{token}")
     return Fence(engine, token)
 
 
-async def _rows(engine: AsyncEngine, run_pk: int) -> dict[str, tuple[int, str, int]]:
+async def _rows(engine: Engine, run_pk: int) -> dict[str, tuple[int, str, int]]:
     """The run's task instances: task id -> (id, state, fence token)."""
     async with engine.connect() as conn:
         result = await conn.execute(
-            text("SELECT task_id, id, state, fence_token FROM task_instances WHERE run_pk = :pk"),
+            Statement("SELECT task_id, id, state, fence_token FROM task_instances WHERE run_pk = :pk"),
             {"pk": run_pk},
         )
         return {r.task_id: (r.id, r.state, r.fence_token) for r in result}
 
 
-async def _run_state(engine: AsyncEngine, run_pk: int) -> str:
+async def _run_state(engine: Engine, run_pk: int) -> str:
     async with engine.connect() as conn:
         return str(
-            (await conn.execute(text("SELECT state FROM dag_runs WHERE id = :pk"), {"pk": run_pk})).scalar()
+            (
+                await conn.execute(Statement("SELECT state FROM dag_runs WHERE id = :pk"), {"pk": run_pk})
+            ).scalar()
         )
 
 
-async def _passes(engine: AsyncEngine) -> list[tuple[int, int, int]]:
+async def _passes(engine: Engine) -> list[tuple[int, int, int]]:
     async with engine.connect() as conn:
         rows = (
-            await conn.execute(text("SELECT token, runs, queued FROM scheduler_passes ORDER BY id"))
+            await conn.execute(Statement("SELECT token, runs, queued FROM scheduler_passes ORDER BY id"))
         ).all()
     return [(r.token, r.runs, r.queued) for r in rows]
 
 
 async def test_writes_land_stamped_with_the_token_and_the_outcome_says_what_was_done(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     run = await registered_run(engine, spec("chain", CHAIN))
     fence = await _fence(engine, 7)
@@ -80,7 +82,7 @@ async def test_writes_land_stamped_with_the_token_and_the_outcome_says_what_was_
     assert await _passes(engine) == [(7, 1, 1)]
 
 
-async def test_existing_instances_move_and_the_run_finishes(engine: AsyncEngine) -> None:
+async def test_existing_instances_move_and_the_run_finishes(engine: Engine) -> None:
     run = await registered_run(engine, spec("chain", CHAIN))
     fence = await _fence(engine)
     create = [new(run.pk, "a", T.NONE), new(run.pk, "b", T.NONE), new(run.pk, "c", T.NONE)]
@@ -95,7 +97,7 @@ async def test_existing_instances_move_and_the_run_finishes(engine: AsyncEngine)
     assert outcome.queued == 1
     async with engine.begin() as conn:  # a finishes: the run can end
         await conn.execute(
-            text("UPDATE task_instances SET state = 'success' WHERE id = :id"), {"id": ids["a"]}
+            Statement("UPDATE task_instances SET state = 'success' WHERE id = :id"), {"id": ids["a"]}
         )
     async with fence.transaction() as conn:
         await apply_writes(
@@ -104,7 +106,7 @@ async def test_existing_instances_move_and_the_run_finishes(engine: AsyncEngine)
     assert await _run_state(engine, run.pk) == "success"
 
 
-async def _assert_rolled_back(engine: AsyncEngine, fence: Fence, writes: PassWrites, message: str) -> None:
+async def _assert_rolled_back(engine: Engine, fence: Fence, writes: PassWrites, message: str) -> None:
     before = await _passes(engine)
     with pytest.raises(IllegalTransition, match=message):
         async with fence.transaction() as conn:
@@ -112,18 +114,18 @@ async def _assert_rolled_back(engine: AsyncEngine, fence: Fence, writes: PassWri
     assert await _passes(engine) == before
 
 
-async def test_starting_a_run_that_is_no_longer_queued_rolls_the_whole_pass_back(engine: AsyncEngine) -> None:
+async def test_starting_a_run_that_is_no_longer_queued_rolls_the_whole_pass_back(engine: Engine) -> None:
     run = await registered_run(engine, spec("chain", CHAIN))
     fence = await _fence(engine)
     async with engine.begin() as conn:  # another writer got there first
-        await conn.execute(text("UPDATE dag_runs SET state = 'failed' WHERE id = :pk"), {"pk": run.pk})
+        await conn.execute(Statement("UPDATE dag_runs SET state = 'failed' WHERE id = :pk"), {"pk": run.pk})
     writes = PassWrites(create=[new(run.pk, "a", T.QUEUED)], start_runs=[run.pk], runs=1)
     await _assert_rolled_back(engine, fence, writes, rf"cannot start runs \[{run.pk}\]")
     assert await _rows(engine, run.pk) == {}  # the instance created before the shortfall is gone too
     assert await _run_state(engine, run.pk) == "failed"
 
 
-async def test_a_shortfall_names_only_the_rows_that_moved(engine: AsyncEngine) -> None:
+async def test_a_shortfall_names_only_the_rows_that_moved(engine: Engine) -> None:
     run = await registered_run(engine, spec("chain", CHAIN))
     fence = await _fence(engine)
     create = [new(run.pk, "a", T.NONE), new(run.pk, "b", T.NONE), new(run.pk, "c", T.NONE)]
@@ -132,7 +134,7 @@ async def test_a_shortfall_names_only_the_rows_that_moved(engine: AsyncEngine) -
     ids = {tid: ti for tid, (ti, _, _) in (await _rows(engine, run.pk)).items()}
     async with engine.begin() as conn:  # a user marked b done between the pass's read and its write
         await conn.execute(
-            text("UPDATE task_instances SET state = 'success' WHERE id = :id"), {"id": ids["b"]}
+            Statement("UPDATE task_instances SET state = 'success' WHERE id = :id"), {"id": ids["b"]}
         )
     writes = PassWrites(skip=[ids["c"]], schedule=[ids["a"], ids["b"]], runs=1)
     await _assert_rolled_back(engine, fence, writes, rf"cannot schedule task instances \[{ids['b']}\]")
@@ -141,7 +143,7 @@ async def test_a_shortfall_names_only_the_rows_that_moved(engine: AsyncEngine) -
 
 
 async def test_a_retry_time_for_an_instance_no_longer_waiting_to_retry_rolls_back(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     run = await registered_run(engine, spec("chain", CHAIN))
     fence = await _fence(engine)
@@ -150,7 +152,7 @@ async def test_a_retry_time_for_an_instance_no_longer_waiting_to_retry_rolls_bac
     ((ti, _, _),) = (await _rows(engine, run.pk)).values()
     async with engine.begin() as conn:
         await conn.execute(
-            text("UPDATE task_instances SET state = 'up_for_retry' WHERE id = :id"), {"id": ti}
+            Statement("UPDATE task_instances SET state = 'up_for_retry' WHERE id = :id"), {"id": ti}
         )
     async with fence.transaction() as conn:  # set once: fine
         await apply_writes(conn, fence.token, PassWrites(retries=[Retry(ti, 30.0)], runs=1))
@@ -160,17 +162,17 @@ async def test_a_retry_time_for_an_instance_no_longer_waiting_to_retry_rolls_bac
     )
 
 
-async def test_finishing_a_run_that_already_ended_rolls_back(engine: AsyncEngine) -> None:
+async def test_finishing_a_run_that_already_ended_rolls_back(engine: Engine) -> None:
     run = await registered_run(engine, spec("chain", CHAIN))
     fence = await _fence(engine)
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE dag_runs SET state = 'success' WHERE id = :pk"), {"pk": run.pk})
+        await conn.execute(Statement("UPDATE dag_runs SET state = 'success' WHERE id = :pk"), {"pk": run.pk})
     writes = PassWrites(finish_runs=[RunFinish(run.pk, RunState.FAILED)], runs=1)
     await _assert_rolled_back(engine, fence, writes, f"cannot finish run {run.pk}")
 
 
 async def test_a_pass_whose_state_moved_underneath_rolls_back_and_plans_the_run_again_in_full(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     run = await registered_run(engine, spec("fork", {"a": [], "b": ["a"], "c": ["a"]}))
     loop = await leading_loop(engine)
@@ -179,7 +181,7 @@ async def test_a_pass_whose_state_moved_underneath_rolls_back_and_plans_the_run_
     ids = {tid: ti for tid, (ti, _, _) in (await _rows(engine, run.pk)).items()}
     async with engine.begin() as conn:  # b moves behind the leader's back: its cached state is stale
         await conn.execute(
-            text("UPDATE task_instances SET state = 'skipped' WHERE id = :id"), {"id": ids["b"]}
+            Statement("UPDATE task_instances SET state = 'skipped' WHERE id = :id"), {"id": ids["b"]}
         )
     assert await finish_all_running(engine) == ["a"]
     # Incrementally, only a is read again: the pass would queue b, whose guarded write finds it moved.

@@ -8,12 +8,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd_auth.secret_backends import EnvironmentBackend
 from schedd_auth.secret_box import SecretBox, SecretKeyError, new_key
 from schedd_core.errors import NotFound, PermissionDenied
 from schedd_store import dispatch
+from schedd_store.database import Engine
 from schedd_store.secrets import CONNECTION, VARIABLE, SecretStore
 
 from .helpers import leading_loop, registered_run, spec
@@ -21,7 +21,7 @@ from .helpers import leading_loop, registered_run, spec
 pytestmark = pytest.mark.integration
 
 
-async def test_rotation_re_encrypts_every_value_with_the_new_key(engine: AsyncEngine) -> None:
+async def test_rotation_re_encrypts_every_value_with_the_new_key(engine: Engine) -> None:
     old, new = new_key(), new_key()
     before = SecretStore(engine, SecretBox([old]))
     await before.set(VARIABLE, "v1", "value-one")
@@ -36,7 +36,7 @@ async def test_rotation_re_encrypts_every_value_with_the_new_key(engine: AsyncEn
         await SecretStore(engine, SecretBox([old])).get(VARIABLE, "v1", with_value=True)
 
 
-async def test_without_keys_names_are_listed_and_values_are_unavailable(engine: AsyncEngine) -> None:
+async def test_without_keys_names_are_listed_and_values_are_unavailable(engine: Engine) -> None:
     await SecretStore(engine, SecretBox([new_key()])).set(VARIABLE, "v", "x")
     keyless = SecretStore(engine, None)
     assert [r.name for r in await keyless.list(VARIABLE)] == ["v"]
@@ -46,7 +46,7 @@ async def test_without_keys_names_are_listed_and_values_are_unavailable(engine: 
         await keyless.set(VARIABLE, "w", "y")
 
 
-async def test_a_backend_answers_before_the_database(engine: AsyncEngine) -> None:
+async def test_a_backend_answers_before_the_database(engine: Engine) -> None:
     store = SecretStore(
         engine, SecretBox([new_key()]), [EnvironmentBackend({"SCHEDD_VAR_SHARED": "from-env"})]
     )
@@ -57,7 +57,7 @@ async def test_a_backend_answers_before_the_database(engine: AsyncEngine) -> Non
         await store.get(VARIABLE, "absent", with_value=False)
 
 
-async def _running_attempt(engine: AsyncEngine, dag_id: str, worker_id: str, token: int) -> str:
+async def _running_attempt(engine: Engine, dag_id: str, worker_id: str, token: int) -> str:
     """The attempt id of the one task of a new run of ``dag_id``, claimed by ``worker_id``."""
     run = await registered_run(engine, spec(dag_id, {"t": []}))
     loop = await leading_loop(engine, token)
@@ -66,7 +66,7 @@ async def _running_attempt(engine: AsyncEngine, dag_id: str, worker_id: str, tok
     return str(claim.attempt_id)
 
 
-async def test_a_task_reads_only_for_its_own_running_attempt_and_granted_dag(engine: AsyncEngine) -> None:
+async def test_a_task_reads_only_for_its_own_running_attempt_and_granted_dag(engine: Engine) -> None:
     store = SecretStore(engine, SecretBox([new_key()]))
     await store.set(VARIABLE, "owned", "secret", dag_ids=["owner"])
     await store.set(VARIABLE, "open", "for-all")

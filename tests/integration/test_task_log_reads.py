@@ -9,28 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.errors import NotFound
 from schedd_core.spec import validate_spec
 from schedd_core.states import TaskState
 from schedd_store import logs
+from schedd_store.database import Engine
 from schedd_store.instance_lookup import NotStartedYet
+from schedd_store.named_sql import Statement
 
 from .helpers import registered_run
 
 pytestmark = pytest.mark.integration
 
 
-async def _sql(engine: AsyncEngine, statement: str, **params: Any) -> list[Any]:
+async def _sql(engine: Engine, statement: str, **params: Any) -> list[Any]:
     async with engine.begin() as conn:
-        result = await conn.execute(text(statement), params)
-        return list(result.all()) if result.returns_rows else []
+        result = await conn.execute(Statement(statement), params)
+        return result.all()
 
 
-async def _task_instance(engine: AsyncEngine, state: str, try_number: int) -> int:
+async def _task_instance(engine: Engine, state: str, try_number: int) -> int:
     """Run r1 of DAG ``logged`` with its task instance ``t`` in ``state`` at ``try_number``, of 2."""
     spec = pb.DagSpec(dag_id="logged", tasks=[pb.TaskSpec(task_id="t", shell=pb.ShellCommand(command="x"))])
     validate_spec(spec)
@@ -47,7 +47,7 @@ async def _task_instance(engine: AsyncEngine, state: str, try_number: int) -> in
     return int(row.id)
 
 
-async def _attempt(engine: AsyncEngine, ti_id: int, try_number: int, state: str, pieces: list[str]) -> None:
+async def _attempt(engine: Engine, ti_id: int, try_number: int, state: str, pieces: list[str]) -> None:
     """An attempt of try ``try_number`` that stored ``pieces`` of output, one row each."""
     [row] = await _sql(
         engine,
@@ -71,7 +71,7 @@ async def _attempt(engine: AsyncEngine, ti_id: int, try_number: int, state: str,
     )
 
 
-async def _read(engine: AsyncEngine, try_number: int = 0, max_bytes: int = 1 << 20) -> logs.LogSlice:
+async def _read(engine: Engine, try_number: int = 0, max_bytes: int = 1 << 20) -> logs.LogSlice:
     return await logs.read_logs(
         engine,
         dag_id="logged",
@@ -83,7 +83,7 @@ async def _read(engine: AsyncEngine, try_number: int = 0, max_bytes: int = 1 << 
     )
 
 
-async def test_a_log_stored_in_many_pieces_is_read_whole_up_to_the_bound(engine: AsyncEngine) -> None:
+async def test_a_log_stored_in_many_pieces_is_read_whole_up_to_the_bound(engine: Engine) -> None:
     ti_id = await _task_instance(engine, "success", 1)
     pieces = [f"line {i}\n" for i in range(2500)]  # more pieces than one page of rows
     await _attempt(engine, ti_id, 1, "success", pieces)
@@ -99,7 +99,7 @@ async def test_a_log_stored_in_many_pieces_is_read_whole_up_to_the_bound(engine:
     assert bounded.data == "".join(pieces).encode()[:20_000].decode() and bounded.next_offset == 20_000
 
 
-async def test_a_queued_retry_does_not_hide_the_try_before_it(engine: AsyncEngine) -> None:
+async def test_a_queued_retry_does_not_hide_the_try_before_it(engine: Engine) -> None:
     ti_id = await _task_instance(engine, "queued", 2)  # try 2 queued, not claimed yet
     await _attempt(engine, ti_id, 1, "failed", ["try 1\n", "[schedd] try 1 failed: exit code 1\n"])
     latest = await _read(engine)

@@ -6,14 +6,14 @@ from datetime import UTC, datetime
 
 import asyncpg  # type: ignore[import-untyped, unused-ignore]
 import pytest
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.claims import ClaimedAttempt
 from schedd_core.database_url import asyncpg_dsn
 from schedd_exec.transactional import StaleAttemptRolledBack, run_in_transaction
 from schedd_store import dispatch
+from schedd_store.database import Engine
+from schedd_store.named_sql import Statement
 from tests.integration import tx_tasks
 
 from .helpers import leading_loop, registered_run, spec
@@ -21,7 +21,7 @@ from .helpers import leading_loop, registered_run, spec
 pytestmark = pytest.mark.integration
 
 
-async def _running_attempt(engine: AsyncEngine) -> ClaimedAttempt:
+async def _running_attempt(engine: Engine) -> ClaimedAttempt:
     dag = spec("tx", {"a": []})
     dag.tasks[0].ClearField("shell")
     dag.tasks[0].python.CopyFrom(pb.PythonCallable(target="tests.integration.tx_tasks:write_row"))
@@ -29,7 +29,7 @@ async def _running_attempt(engine: AsyncEngine) -> ClaimedAttempt:
     run = await registered_run(engine, dag)
     await (await leading_loop(engine)).evaluate([run.pk])
     async with engine.begin() as conn:
-        await conn.execute(text(tx_tasks.TABLE))
+        await conn.execute(Statement(tx_tasks.TABLE))
     (claimed,) = await dispatch.claim(engine, worker_id="w", queues=["default"], limit=1)
     return claimed
 
@@ -53,9 +53,7 @@ async def _rows(url: str) -> list[str]:
         await conn.close()
 
 
-async def test_success_commits_the_work_and_the_outcome_together(
-    engine: AsyncEngine, migrated_url: str
-) -> None:
+async def test_success_commits_the_work_and_the_outcome_together(engine: Engine, migrated_url: str) -> None:
     claimed = await _running_attempt(engine)
     context = {"SCHEDD_IDEMPOTENCY_KEY": "tx/r1/a", "SCHEDD_ATTEMPT_ID": claimed.attempt_id}
     result = await run_in_transaction(
@@ -66,13 +64,13 @@ async def test_success_commits_the_work_and_the_outcome_together(
     async with engine.connect() as conn:
         state, stored = (
             await conn.execute(
-                text("SELECT state, result FROM task_instances WHERE id = :id"), {"id": claimed.ti_id}
+                Statement("SELECT state, result FROM task_instances WHERE id = :id"), {"id": claimed.ti_id}
             )
         ).one()
     assert (state, stored) == ("success", {"written": 1})
 
 
-async def test_a_stale_attempt_writes_nothing(engine: AsyncEngine, migrated_url: str) -> None:
+async def test_a_stale_attempt_writes_nothing(engine: Engine, migrated_url: str) -> None:
     claimed = await _running_attempt(engine)
     stale = "00000000-0000-0000-0000-000000000000"
     context = {"SCHEDD_IDEMPOTENCY_KEY": "tx/r1/a", "SCHEDD_ATTEMPT_ID": stale}
@@ -83,12 +81,14 @@ async def test_a_stale_attempt_writes_nothing(engine: AsyncEngine, migrated_url:
     assert await _rows(migrated_url) == []
     async with engine.connect() as conn:
         state = (
-            await conn.execute(text("SELECT state FROM task_instances WHERE id = :id"), {"id": claimed.ti_id})
+            await conn.execute(
+                Statement("SELECT state FROM task_instances WHERE id = :id"), {"id": claimed.ti_id}
+            )
         ).scalar_one()
     assert state == "running"
 
 
-async def test_a_failing_task_writes_nothing(engine: AsyncEngine, migrated_url: str) -> None:
+async def test_a_failing_task_writes_nothing(engine: Engine, migrated_url: str) -> None:
     claimed = await _running_attempt(engine)
     context = {"SCHEDD_IDEMPOTENCY_KEY": "tx/r1/a", "SCHEDD_ATTEMPT_ID": claimed.attempt_id}
     with pytest.raises(RuntimeError, match="failing after writing"):

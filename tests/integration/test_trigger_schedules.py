@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_api import backfills as backfill_api, dags as dag_api
@@ -24,7 +22,9 @@ from schedd_rpc import convert
 from schedd_scheduler.backfills import BackfillDriver
 from schedd_scheduler.schedules import ScheduleTimer
 from schedd_store import control, dags as dag_store, schedules
+from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.named_sql import Statement
 from schedd_store.versions import VersionCache
 
 pytestmark = pytest.mark.integration
@@ -43,7 +43,7 @@ def dur(value: timedelta) -> Duration:
 
 
 async def register(
-    engine: AsyncEngine, dag_id: str, start: datetime, *, cron_data_intervals: bool = True, **options: Any
+    engine: Engine, dag_id: str, start: datetime, *, cron_data_intervals: bool = True, **options: Any
 ) -> None:
     stamp = Timestamp()
     stamp.FromDatetime(start)
@@ -56,17 +56,17 @@ async def register(
     await dag_api.register(engine, spec, paused_if_created=False, cron_data_intervals=cron_data_intervals)
 
 
-async def timer(engine: AsyncEngine, clock: FakeClock) -> ScheduleTimer:
+async def timer(engine: Engine, clock: FakeClock) -> ScheduleTimer:
     await raise_fence(engine, 1, "test-1")
     return ScheduleTimer(engine, Fence(engine, 1), VersionCache(), clock=clock)
 
 
-async def runs_of(engine: AsyncEngine, dag_id: str) -> list[tuple[str, datetime, datetime, datetime]]:
+async def runs_of(engine: Engine, dag_id: str) -> list[tuple[str, datetime, datetime, datetime]]:
     """(run_id, logical date, data interval start, end) of the DAG's scheduled and backfill runs."""
     async with engine.connect() as conn:
         rows = (
             await conn.execute(
-                text(
+                Statement(
                     "SELECT run_id, logical_date, data_interval_start, data_interval_end FROM dag_runs "
                     "WHERE dag_id = :d AND run_type IN ('scheduled', 'backfill') ORDER BY logical_date"
                 ),
@@ -76,12 +76,14 @@ async def runs_of(engine: AsyncEngine, dag_id: str) -> list[tuple[str, datetime,
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
-async def end_all_runs(engine: AsyncEngine, dag_id: str) -> None:
+async def end_all_runs(engine: Engine, dag_id: str) -> None:
     async with engine.begin() as conn:
-        await conn.execute(text("UPDATE dag_runs SET state = 'success' WHERE dag_id = :d"), {"d": dag_id})
+        await conn.execute(
+            Statement("UPDATE dag_runs SET state = 'success' WHERE dag_id = :d"), {"d": dag_id}
+        )
 
 
-async def test_a_cron_trigger_makes_a_run_at_each_tick_and_sleeps_until_the_next(engine: AsyncEngine) -> None:
+async def test_a_cron_trigger_makes_a_run_at_each_tick_and_sleeps_until_the_next(engine: Engine) -> None:
     await register(
         engine,
         "ticks",
@@ -109,7 +111,7 @@ async def test_a_cron_trigger_makes_a_run_at_each_tick_and_sleeps_until_the_next
 
 @pytest.mark.parametrize(("within", "expected"), [(None, []), (timedelta(hours=20), [utc(2026, 5, 8)])])
 async def test_catch_up_off_after_a_pause_runs_the_missed_tick_only_as_run_immediately_says(
-    engine: AsyncEngine, within: timedelta | None, expected: list[datetime]
+    engine: Engine, within: timedelta | None, expected: list[datetime]
 ) -> None:
     dag_id = f"paused_{within is not None}".lower()
     options = pb.TriggerOptions(run_immediately_within=dur(within)) if within else None
@@ -131,7 +133,7 @@ async def test_catch_up_off_after_a_pause_runs_the_missed_tick_only_as_run_immed
         assert await schedules.next_due(conn) == utc(2026, 5, 9)
 
 
-async def test_a_continuous_dag_makes_its_next_run_when_the_previous_one_ends(engine: AsyncEngine) -> None:
+async def test_a_continuous_dag_makes_its_next_run_when_the_previous_one_ends(engine: Engine) -> None:
     await register(engine, "forever", utc(2026, 6, 1), schedule="@continuous", max_active_runs=1)
     clock = FakeClock(utc(2026, 6, 1, 0, 0, 10))
     schedule = await timer(engine, clock)
@@ -156,7 +158,7 @@ async def test_a_continuous_dag_makes_its_next_run_when_the_previous_one_ends(en
 
 
 async def test_a_new_term_makes_the_continuous_run_whose_predecessor_ended_under_the_old_one(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await register(engine, "handover", utc(2026, 6, 1), schedule="@continuous")
     clock = FakeClock(utc(2026, 6, 1, 0, 0, 10))
@@ -168,7 +170,7 @@ async def test_a_new_term_makes_the_continuous_run_whose_predecessor_ended_under
     assert len(await runs_of(engine, "handover")) == 2
 
 
-async def test_a_backfill_over_a_trigger_timetable_makes_runs_at_its_ticks(engine: AsyncEngine) -> None:
+async def test_a_backfill_over_a_trigger_timetable_makes_runs_at_its_ticks(engine: Engine) -> None:
     await register(
         engine,
         "weekly",
@@ -199,7 +201,7 @@ async def test_a_backfill_over_a_trigger_timetable_makes_runs_at_its_ticks(engin
 
 
 async def test_the_deployment_default_is_fixed_in_the_stored_spec_at_registration(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await register(engine, "airflow3", utc(2026, 7, 1), cron_data_intervals=False, schedule="@daily")
     # The other setting later changes nothing for the version stored.
@@ -216,7 +218,7 @@ async def test_the_deployment_default_is_fixed_in_the_stored_spec_at_registratio
 
 
 async def test_a_schedule_changed_to_a_trigger_starts_at_the_end_of_the_covered_span(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await register(engine, "switch", utc(2026, 8, 1), schedule="@daily", catchup=True)
     clock = FakeClock(utc(2026, 8, 3, 1))
@@ -237,7 +239,7 @@ async def test_a_schedule_changed_to_a_trigger_starts_at_the_end_of_the_covered_
 
 
 async def test_a_backfill_past_the_schedulers_position_is_not_covered_again_after_a_change(
-    engine: AsyncEngine,
+    engine: Engine,
 ) -> None:
     await register(engine, "ahead", utc(2026, 9, 1), schedule="@daily", catchup=True)
     clock = FakeClock(utc(2026, 9, 2, 1))

@@ -24,6 +24,16 @@ def test_a_service_that_only_reads_specs_loads_no_validator_or_template_engine(s
     _passes(code)
 
 
+@pytest.mark.parametrize(
+    "service", ["schedd_api.main", "schedd_registry.main", "schedd_scheduler.main", "schedd_web.main"]
+)
+def test_no_service_loads_sqlalchemy(service: str) -> None:
+    """The services reach PostgreSQL through asyncpg (``schedd_store.database``); SQLAlchemy (about
+    22 MB of a process's memory with its asyncio extension) is for ``schedd-migrate``'s Alembic only."""
+    code = f"import sys, {service}; loaded = sorted(m for m in sys.modules if m.startswith('sqlalchemy')); "
+    _passes(code + "assert not loaded, loaded[:5]")
+
+
 def test_a_local_executor_still_loads_the_task_runtime() -> None:
     """The other side: choosing the local executor loads what it runs tasks with."""
     code = (

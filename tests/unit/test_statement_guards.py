@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from sqlalchemy import TextClause
 
 from schedd_core.states import (
     ATTEMPT_TRANSITIONS,
@@ -23,6 +22,7 @@ from schedd_core.states import (
     TaskState,
 )
 from schedd_store import statements
+from schedd_store.named_sql import Statement
 from schedd_store.statements.guards import _guarded
 
 MACHINE_OF_TABLE = {
@@ -44,7 +44,7 @@ _END = re.compile(r"RETURNING|\)\s*,\s*\w+\s+AS\s*\(|\)\s*(?:SELECT|UPDATE|INSER
 
 
 def _statements() -> dict[str, str]:
-    return {name: value.text for name, value in vars(statements).items() if isinstance(value, TextClause)}
+    return {name: value.text for name, value in vars(statements).items() if isinstance(value, Statement)}
 
 
 def _updates(sql: str) -> list[tuple[str, str, str]]:
@@ -113,7 +113,7 @@ def test_bound_guards_allow_exactly_the_declared_moves(name: str) -> None:
                 assert step_sources <= allowed, (
                     f"{name}: {sorted(step_sources - allowed)} -> {step_target} is not allowed"
                 )
-        bound = statements.__dict__[name].compile().params[f"{move}_sources"]
+        bound = statements.__dict__[name].bound[f"{move}_sources"]
         assert sorted(bound) == sorted(sources)
 
 

@@ -1,5 +1,5 @@
-"""schedd_store.engine tells transient database failures from others, also as asyncpg raises them
-for statements run directly (``schedd_store.direct``)."""
+"""schedd_store.engine tells transient database failures from others, as asyncpg raises them (every
+statement runs on asyncpg: ``schedd_store.database``)."""
 
 from __future__ import annotations
 

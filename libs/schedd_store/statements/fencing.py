@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import TextClause
-
+from schedd_store.named_sql import Statement
 from schedd_store.statements.guards import _sql
 
 # --- fencing -------------------------------------------------------------------------------------
@@ -22,6 +21,6 @@ RAISE_FENCE = _sql(
 READ_FENCE = _sql("SELECT token, holder, raised_at FROM scheduler_fence WHERE id = 1")
 
 
-def set_local_lock_timeout(milliseconds: int) -> TextClause:
+def set_local_lock_timeout(milliseconds: int) -> Statement:
     """Bounds how long the rest of the transaction waits for any lock (SET takes no parameters)."""
     return _sql(f"SET LOCAL lock_timeout = {int(milliseconds)}")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 
-from sqlalchemy import TextClause, text
-
 from schedd_core.states import (
     ATTEMPT_TRANSITIONS,
     BACKFILL_TRANSITIONS,
@@ -14,6 +12,7 @@ from schedd_core.states import (
     TASK_TRANSITIONS,
     WORKER_TRANSITIONS,
 )
+from schedd_store.named_sql import Statement
 
 _MACHINES: dict[str, Mapping[enum.StrEnum, frozenset[enum.StrEnum]]] = {
     "ti": TASK_TRANSITIONS,  # type: ignore[dict-item]
@@ -30,15 +29,15 @@ GUARDS: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {}
 VIA: dict[str, dict[str, str]] = {}
 
 
-def _sql(statement: str) -> TextClause:
-    return text(statement)
+def _sql(statement: str) -> Statement:
+    return Statement(statement)
 
 
 def _guarded(
     statement: str,
     via: Mapping[str, enum.StrEnum] | None = None,
     **moves: tuple[Iterable[enum.StrEnum], Iterable[enum.StrEnum]],
-) -> TextClause:
+) -> Statement:
     """A state-changing statement whose guards are bound from the transition tables.
 
     For each move named by a machine (``ti``, ``run``, ``attempt``, ``worker``, ``backfill``), or by a
@@ -64,7 +63,7 @@ def _guarded(
         declared[move] = (frozenset(s.value for s in source_set), frozenset(t.value for t in target_set))
     GUARDS[statement] = declared
     VIA[statement] = {machine: state.value for machine, state in (via or {}).items()}
-    return text(statement).bindparams(**bound)
+    return Statement(statement, bound)
 
 
 def machine_of(move: str) -> str:
