@@ -15,10 +15,11 @@ per connection (its statement cache) and the pool opens connections when they ar
 What a connection guarantees: ``json`` and ``jsonb`` values are read as Python values and written
 from JSON text; each connection carries the engine's server settings from its start. A connection
 the server closed (PostgreSQL restarted, the backend was terminated) is replaced when it is next
-lent, without a round trip. What it does not: a session-level ``SET`` or advisory lock survives
-the connection's return to the pool (the store takes neither; ``SET LOCAL`` and transaction-level
-locks end with their transaction). asyncpg's exceptions propagate unchanged
-(``schedd_store.engine.is_transient`` tells the passing ones apart).
+lent, without a round trip; one the server ended a moment ago, before asyncpg noticed, fails its
+block with a transient error and is closed, so the next block gets a new one. What it does not:
+a session-level ``SET`` or advisory lock survives the connection's return to the pool (the store
+takes neither; ``SET LOCAL`` and transaction-level locks end with their transaction). asyncpg's
+exceptions propagate unchanged (``schedd_store.engine.is_transient`` tells the passing ones apart).
 """
 
 from __future__ import annotations
@@ -111,17 +112,28 @@ class Engine:
             return self._pool
 
     @asynccontextmanager
+    async def _lend(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection for the block. One that fails with asyncpg's ``InternalClientError``
+        is closed, never lent again: that is how a connection the server has just ended (its FATAL
+        message read, its end of stream not yet) fails, and the next block must get a new one."""
+        pool = await self._ready_pool()
+        async with pool.acquire(timeout=ACQUIRE_TIMEOUT) as raw:
+            try:
+                yield raw
+            except asyncpg.InternalClientError:
+                raw.terminate()
+                raise
+
+    @asynccontextmanager
     async def begin(self) -> AsyncIterator[Connection]:
         """A connection in a transaction, committed when the block ends, rolled back if it raises."""
-        pool = await self._ready_pool()
-        async with pool.acquire(timeout=ACQUIRE_TIMEOUT) as raw, raw.transaction():
+        async with self._lend() as raw, raw.transaction():
             yield Connection(raw, begins_on_use=False)
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Connection]:
         """A connection whose writes are rolled back when the block ends (see the module docstring)."""
-        pool = await self._ready_pool()
-        async with pool.acquire(timeout=ACQUIRE_TIMEOUT) as raw:
+        async with self._lend() as raw:
             conn = Connection(raw, begins_on_use=True)
             try:
                 yield conn

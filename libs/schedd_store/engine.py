@@ -39,8 +39,10 @@ def make_engine(
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` says the database could not do it *now* (try again), rather than that what
-    was asked is wrong: a broken or refused connection, a restart, a deadlock."""
-    if isinstance(exc, OSError | TimeoutError | asyncpg.InterfaceError):
+    was asked is wrong: a broken or refused connection, a restart, a deadlock. asyncpg's
+    ``InternalClientError`` is how a connection the server has just ended fails before asyncpg
+    noticed the end (``schedd_store.database`` closes it)."""
+    if isinstance(exc, OSError | TimeoutError | asyncpg.InterfaceError | asyncpg.InternalClientError):
         return True
     if isinstance(exc, asyncpg.PostgresError):
         return str(exc.sqlstate or "").startswith(TRANSIENT_SQLSTATES)

@@ -17,6 +17,10 @@ def test_asyncpg_errors_that_say_try_again_are_transient() -> None:
     assert is_transient(_error(asyncpg.SerializationError))
     assert is_transient(_error(asyncpg.AdminShutdownError))
     assert is_transient(asyncpg.ConnectionDoesNotExistError("closed"))
+    # a connection the server ended before asyncpg read its end of stream
+    assert is_transient(
+        asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress")
+    )
 
 
 def test_asyncpg_errors_that_say_the_request_is_wrong_are_not() -> None:
