@@ -10,7 +10,8 @@ real services. Groups (``--only`` picks some):
   and the fan-out; ``tests.benchmarks.celery_peer``), so the targets written as ratios to it are
   checked by the run that measures schedd; skipped, saying why, without Redis or Celery;
 - ``throughput``: 1,000-task fan-outs of no-op Python tasks with 1, 2 and 4 workers (8 slots each),
-  and of no-op shell tasks with 4 workers (tasks/s from the run's creation to its end);
+  and of no-op shell tasks with 4 workers (tasks/s from the run's creation to its end, and the CPU
+  milliseconds per task of the scheduler, the registry, the workers and PostgreSQL);
 - ``latency``: a 100-link chain (end of one task to the start of the next: median, p90, p99), a second
   chain right after it, and a one-task DAG (trigger to first task, trigger to success);
 - ``growth``: the chain (median of three), the claim time (queued to claimed), trigger-to-first-task and
@@ -77,12 +78,13 @@ from tests.benchmarks.assets import measure_asset_latency, watcher_env
 from tests.benchmarks.backfill import measure_backfill
 from tests.benchmarks.bursts import measure_bursts
 from tests.benchmarks.celery_peer import measure_celery
-from tests.benchmarks.cluster_figures import measure_failover, measure_footprint, pss_kib
+from tests.benchmarks.cluster_figures import measure_failover, measure_footprint
 from tests.benchmarks.common import register, schedctl
 from tests.benchmarks.deadlines import measure_deadline_notifications
 from tests.benchmarks.flood import measure_flood
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.mapping import measure_mapped_task
+from tests.benchmarks.process_stats import pss_kib
 from tests.benchmarks.profile import profile
 from tests.benchmarks.pypool import measure_pypool
 from tests.benchmarks.report import plot, table, verdicts
@@ -149,17 +151,20 @@ class Bench:
 
     def throughput(self) -> None:
         n = self.args.fan_out
+        others = {"postgres": self.stack.postgres.pid or 0}
         for workers in (1, 2, 4):
             with self.cluster(f"fanout{workers}", workers=workers, worker_capacity=8) as c:
                 section(
                     f"fan_out_{workers}_workers",
-                    lambda: measure_fan_out(c, self.workdir, n, runs=3, label="tp"),
+                    lambda: measure_fan_out(c, self.workdir, n, runs=3, label="tp", others=others),
                     self.results,
                 )
                 if workers == 4:
                     section(
                         "fan_out_shell_4_workers",
-                        lambda: measure_fan_out(c, self.workdir, n, runs=1, shell=True, label="tp"),
+                        lambda: measure_fan_out(
+                            c, self.workdir, n, runs=1, shell=True, label="tp", others=others
+                        ),
                         self.results,
                     )
 
