@@ -37,6 +37,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -103,7 +104,16 @@ class LocalPostgres:
     ``base_dir``); an existing cluster in ``base_dir/pgdata`` is reused.
     """
 
-    def __init__(self, *, startup_timeout: float = 30.0, stop_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        startup_timeout: float = 30.0,
+        stop_timeout: float = 30.0,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """``settings``: server settings added to this module's own on every start (a benchmark's
+        ``shared_preload_libraries``, say)."""
+        self._settings = dict(settings or {})
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._proc: subprocess.Popen[bytes] | None = None
@@ -330,6 +340,7 @@ class LocalPostgres:
         }
         if not durable:
             settings.update(fsync="off", synchronous_commit="off", full_page_writes="off")
+        settings.update(self._settings)
         cmd = [*die_with_parent_prefix("INT"), str(bindir / "postgres"), "-D", str(data_dir)]
         for key, value in settings.items():
             cmd += ["-c", f"{key}={value}"]

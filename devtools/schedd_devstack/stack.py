@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -40,12 +41,19 @@ def make_base_dir(prefix: str = "schedd-") -> Path:
 class DevStack:
     """A PostgreSQL server and an etcd member for local runs; see the module docstring."""
 
-    def __init__(self, base_dir: Path | None = None, *, durable: bool = True) -> None:
+    def __init__(
+        self,
+        base_dir: Path | None = None,
+        *,
+        durable: bool = True,
+        postgres_settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """``postgres_settings``: server settings PostgreSQL starts with besides the stack's own."""
         self._requested_dir = base_dir
         self._durable = durable
         self._base_dir: Path | None = None
         self._owns_dir = False
-        self.postgres = LocalPostgres()
+        self.postgres = LocalPostgres(settings=postgres_settings)
         self.etcd = LocalEtcd(auth=True)
 
     @property

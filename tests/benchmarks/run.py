@@ -38,6 +38,9 @@ real services. Groups (``--only`` picks some):
   children, and how long ending an overrunning task (on SIGTERM, and on SIGKILL after the kill grace)
   and closing the pool take;
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out;
+- ``statements``: PostgreSQL's statements per task of a fan-out and of a chain and their execution
+  time, and the statements that take most of it (``tests.benchmarks.statements``; loads
+  ``pg_stat_statements`` into the run's PostgreSQL, so run it on its own);
 - ``bursts``: a 50-link chain quiet, while 1,000 runs of a 5-task DAG are created at once (and their
   tasks/s), and right after 100 runs of a 1,000-task DAG (100k task instances) are created in a
   queue no worker serves (``tests.benchmarks.bursts``);
@@ -89,6 +92,7 @@ from tests.benchmarks.profile import profile
 from tests.benchmarks.pypool import measure_pypool
 from tests.benchmarks.report import plot, table, verdicts
 from tests.benchmarks.sensors import measure_waiting_sensors
+from tests.benchmarks.statements import SETTINGS as STATEMENT_SETTINGS, measure_statements, missing_library
 from tests.benchmarks.timers import measure_timer_lateness
 from tests.benchmarks.workloads import (
     add_load,
@@ -112,6 +116,7 @@ GROUPS = (
     "flood",
     "pypool",
     "profile",
+    "statements",
     "bursts",
     "growth",
     "assets",
@@ -294,6 +299,15 @@ class Bench:
                 self.results,
             )
 
+    def statements(self) -> None:
+        with self.cluster("statements", workers=4, worker_capacity=8) as c:
+            args = self.args
+            section(
+                "statements",
+                lambda: measure_statements(c, self.workdir, fan_out=args.fan_out, links=args.links),
+                self.results,
+            )
+
 
 def machine() -> dict[str, Any]:
     model = ""
@@ -388,7 +402,8 @@ def main() -> None:
         parser.error(f"unknown groups: {', '.join(sorted(unknown))}")
     workdir = Path(tempfile.mkdtemp(prefix="schedd-bench-"))
     started = time.monotonic()
-    with DevStack(durable=True) as stack:
+    settings = STATEMENT_SETTINGS if "statements" in groups and not missing_library() else None
+    with DevStack(durable=True, postgres_settings=settings) as stack:
         _use_etcd_root(stack)
         bench = Bench(stack, workdir, args)
         for name in GROUPS:  # in this order

@@ -117,6 +117,17 @@ def test_local_postgres_restarts_and_leaves_no_processes() -> None:
     shutil.rmtree(base_dir)
 
 
+def test_local_postgres_starts_with_the_settings_it_is_given() -> None:
+    base_dir = make_base_dir("schedd-test-pg-")
+    server = LocalPostgres(settings={"work_mem": "7MB"})
+    try:
+        server.start(base_dir, durable=False)
+        assert asyncio.run(_fetchval(server.url, "SHOW work_mem")) == "7MB"
+    finally:
+        server.stop()
+    shutil.rmtree(base_dir)
+
+
 def test_local_postgres_recovers_after_kill() -> None:
     base_dir = make_base_dir("schedd-test-pg-")
     server = LocalPostgres()
