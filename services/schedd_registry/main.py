@@ -42,7 +42,8 @@ from schedd_rpc.tls import ServerTLS
 from schedd_store import channels
 from schedd_store.callers import StoredCallers
 from schedd_store.claims import AssignmentClaims
-from schedd_store.engine import DATABASE_ERRORS, make_engine
+from schedd_store.database import Engine
+from schedd_store.engine import DATABASE_ERRORS, GENERIC_PLANS, make_engine
 from schedd_store.notify import Listener
 from schedd_store.secrets import SecretStore
 from schedd_telemetry.setup import setup_telemetry
@@ -57,10 +58,21 @@ SERVED = {
 SERVICES = [service.full_name for service in SERVED.values()]
 
 
-async def serve(config: RegistryConfig) -> None:
+def _engines(config: RegistryConfig) -> tuple[Engine, Engine]:
+    """The registry's engine, and the one results are applied through: connections of their own
+    that keep one generic plan per statement, as every statement of a result transaction finds its
+    rows by key (``schedd_store.engine.GENERIC_PLANS``)."""
     engine = make_engine(
         config.database_url, pool_size=config.db_pool_size, application_name="schedd-registry"
     )
+    results_engine = make_engine(
+        config.database_url, pool_size=1, application_name="schedd-registry", server_settings=GENERIC_PLANS
+    )
+    return engine, results_engine
+
+
+async def serve(config: RegistryConfig) -> None:
+    engine, results_engine = _engines(config)
     metrics = RegistryMetrics()
     spans = TaskSpans(config.identity)
 
@@ -76,7 +88,7 @@ async def serve(config: RegistryConfig) -> None:
         windows=config.windows,
         faults=FaultPoints.from_env(os.environ),
     )
-    servicer = WorkerRegistryServicer(engine, dispatcher, config)
+    servicer = WorkerRegistryServicer(engine, dispatcher, config, results_engine=results_engine)
     secrets = SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ))
     relay = CallbackRelay(engine, dispatcher, secrets=secrets)
     servicer.on_callback_done = relay.callback_done
@@ -133,6 +145,7 @@ async def serve(config: RegistryConfig) -> None:
     for task in background:
         task.cancel()
     await listener.stop()
+    await results_engine.dispose()
     await engine.dispose()
 
 

@@ -51,13 +51,15 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
         config: RegistryConfig,
         *,
         clock: Clock | None = None,
+        results_engine: Engine | None = None,
     ) -> None:
-        """``clock``: where the times the servicer reads come from (the system's when None)."""
+        """``clock``: where the times the servicer reads come from (the system's when None);
+        ``results_engine``: what results are applied through (``engine`` when None)."""
         self._engine = engine
         self._clock = clock or SystemClock()
         self._dispatcher = dispatcher
         self._config = config
-        self.reports = ResultReports(engine, dispatcher)
+        self.reports = ResultReports(results_engine or engine, dispatcher)
         #: The batcher of results (its loop is run by the registry's main).
         self.results = self.reports.batcher
         self.logs: Batcher[LogChunk, None] = Batcher("logs", self._append_logs)

@@ -1,7 +1,9 @@
 """The hot statements' plans with 100,000 task instances queued: PostgreSQL's own EXPLAIN ANALYZE shows
 that a claim and a pass's pool read touch a handful of rows, not the backlog (no sequential scan
-of task_instances, no node reading more than a few hundred rows). Plans, not timings: they do not
-depend on how busy the machine is."""
+of task_instances, no node reading more than a few hundred rows); and the generic plans of the
+statements a registry's result transaction runs (on connections that keep generic plans,
+``schedd_store.engine.GENERIC_PLANS``) reach every large table through an index. Plans, not
+timings: they do not depend on how busy the machine is."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 
 from schedd_store import dags, runs, statements as sql
 from schedd_store.database import Engine
+from schedd_store.engine import GENERIC_PLANS
 from schedd_store.named_sql import Statement
 
 from .helpers import spec
@@ -82,3 +85,82 @@ async def test_a_pass_reads_pool_usage_without_counting_the_backlog(backlog: Eng
 async def test_active_tasks_of_a_dag_come_from_the_counters(backlog: Engine) -> None:
     plan = await explain(backlog, sql.ACTIVE_TASKS_OF_DAGS, {"dag_ids": ["deep"]})
     assert_small(plan, most_rows=100)
+
+
+#: Every statement a registry's result transaction may run (``schedd_store.dispatch.apply_results``
+#: and what it calls: outlet events, sensor outcomes, lost attempts, the hand-off's specs and
+#: upstream results, the outcomes of reports not applied).
+RESULT_TRANSACTION = (
+    sql.APPLY_RESULTS,
+    sql.NOTIFY,
+    sql.RECORD_OUTLET_EVENTS,
+    sql.APPLY_SENSOR_OUTCOMES,
+    sql.MARK_ATTEMPTS_LOST,
+    sql.GET_VERSION_SPECS,
+    sql.UPSTREAM_RESULTS,
+    sql.ATTEMPT_OUTCOMES,
+)
+#: Tables that grow with the work done: a generic plan must not read one through.
+LARGE_TABLES = {"task_instances", "task_attempts", "dag_runs", "asset_events", "dag_versions"}
+
+
+@pytest.fixture
+async def history(backlog: Engine) -> Engine:
+    """The backlog, with 1,000 finished runs of 100 task instances, their 100k attempts and 2,000
+    other DAGs' versions."""
+    async with backlog.begin() as conn:
+        await conn.execute(
+            Statement(
+                "WITH r AS (INSERT INTO dag_runs (dag_id, run_id, dag_version_id, run_type, state, "
+                "logical_date) SELECT 'deep', 'old_' || g, (SELECT latest_version_id FROM dags "
+                "WHERE dag_id = 'deep'), 'manual', 'success', now() - g * interval '1 second' "
+                "FROM generate_series(1, 1000) g RETURNING id) "
+                "INSERT INTO task_instances (run_pk, dag_id, logical_date, task_id, state, try_number, "
+                "attempt_id) SELECT r.id, 'deep', now(), 't' || t, 'success', 1, gen_random_uuid() "
+                "FROM r, generate_series(1, 100) t"
+            )
+        )
+        await conn.execute(
+            Statement(
+                "INSERT INTO task_attempts (attempt_id, ti_id, try_number, worker_id, state) "
+                "SELECT attempt_id, id, 1, 'w', 'success' FROM task_instances WHERE state = 'success'"
+            )
+        )
+        await conn.execute(
+            Statement(
+                "WITH d AS (INSERT INTO dags (dag_id) SELECT 'other_' || g FROM generate_series(1, 2000) g "
+                "RETURNING dag_id) INSERT INTO dag_versions (dag_id, version_hash, spec) "
+                "SELECT dag_id, 'v1', '\\x'::bytea FROM d"
+            )
+        )
+        await conn.execute(Statement("ANALYZE"))
+    return backlog
+
+
+async def generic_plan(engine: Engine, statement: Statement) -> list[dict[str, Any]]:
+    """Every node of the generic plan PostgreSQL keeps for ``statement`` on a connection with
+    ``GENERIC_PLANS`` (its parameters' values do not shape it: they are all NULL here)."""
+    text = statement.compiled().text
+    count = len(statement.compiled().names)
+    async with engine.connect() as conn:
+        for name, value in GENERIC_PLANS.items():
+            await conn.execute(Statement(f"SET LOCAL {name} = {value}"))
+        await conn.execute(Statement(f"PREPARE planned AS {text}"))
+        try:
+            arguments = ", ".join(["NULL"] * count)
+            (raw,) = (
+                await conn.execute(Statement(f"EXPLAIN (FORMAT JSON) EXECUTE planned({arguments})"))
+            ).one()
+        finally:
+            await conn.execute(Statement("DEALLOCATE planned"))
+    document = json.loads(raw) if isinstance(raw, str) else raw
+    return list(nodes(document[0]["Plan"]))
+
+
+async def test_the_result_transactions_generic_plans_read_large_tables_by_index(history: Engine) -> None:
+    scanned = {}
+    for statement in RESULT_TRANSACTION:
+        plan = await generic_plan(history, statement)
+        tables = [n["Relation Name"] for n in plan if n["Node Type"] == "Seq Scan"]
+        scanned[statement.text[:60]] = [t for t in tables if t in LARGE_TABLES]
+    assert {text: tables for text, tables in scanned.items() if tables} == {}
