@@ -18,8 +18,11 @@ STATEMENT_TIMEOUT_SQLSTATE = "57014"
 #: serves every execution. By default PostgreSQL plans such a statement afresh on every execution
 #: when its generic plan's estimates (ten rows for each ``unnest`` of a parameter) look costlier:
 #: for the registry's result statement that is about a fifth of its time. Not for a statement
-#: whose best plan depends on its parameters' values (a ``LIMIT`` of a parameter, a state given as
-#: a parameter where a partial index covers it): its generic plan may scan a table.
+#: whose best plan depends on its parameters' values (a state given as a parameter where a partial
+#: index covers it; a join planned from a guessed row count, such as the rows a ``LIMIT`` of a
+#: parameter lets through, unless it looks its rows up by key: ``statements.claimed``): its
+#: generic plan may read a table through. ``tests/integration/test_query_plans.py`` checks the
+#: generic plans of the statements that run on such an engine.
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
 
 

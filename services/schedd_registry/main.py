@@ -59,20 +59,21 @@ SERVICES = [service.full_name for service in SERVED.values()]
 
 
 def _engines(config: RegistryConfig) -> tuple[Engine, Engine]:
-    """The registry's engine, and the one results are applied through: connections of their own
-    that keep one generic plan per statement, as every statement of a result transaction finds its
-    rows by key (``schedd_store.engine.GENERIC_PLANS``)."""
+    """The registry's engine, and the one its hot transactions (results applied, task instances
+    claimed) run through: connections of their own that keep one generic plan per statement, as
+    every statement of those transactions finds its rows by key
+    (``schedd_store.engine.GENERIC_PLANS``)."""
     engine = make_engine(
         config.database_url, pool_size=config.db_pool_size, application_name="schedd-registry"
     )
-    results_engine = make_engine(
-        config.database_url, pool_size=1, application_name="schedd-registry", server_settings=GENERIC_PLANS
+    keyed = make_engine(
+        config.database_url, pool_size=2, application_name="schedd-registry", server_settings=GENERIC_PLANS
     )
-    return engine, results_engine
+    return engine, keyed
 
 
 async def serve(config: RegistryConfig) -> None:
-    engine, results_engine = _engines(config)
+    engine, keyed = _engines(config)
     metrics = RegistryMetrics()
     spans = TaskSpans(config.identity)
 
@@ -82,13 +83,13 @@ async def serve(config: RegistryConfig) -> None:
 
     dispatcher = Dispatcher(
         engine,
-        AssignmentBuilder(AssignmentClaims(engine)),
+        AssignmentBuilder(AssignmentClaims(keyed)),
         claim_batch=config.claim_batch,
         on_assigned=claimed,
         windows=config.windows,
         faults=FaultPoints.from_env(os.environ),
     )
-    servicer = WorkerRegistryServicer(engine, dispatcher, config, results_engine=results_engine)
+    servicer = WorkerRegistryServicer(engine, dispatcher, config, results_engine=keyed)
     secrets = SecretStore(engine, SecretBox.from_env(os.environ), backends_from_env(os.environ))
     relay = CallbackRelay(engine, dispatcher, secrets=secrets)
     servicer.on_callback_done = relay.callback_done
@@ -145,7 +146,7 @@ async def serve(config: RegistryConfig) -> None:
     for task in background:
         task.cancel()
     await listener.stop()
-    await results_engine.dispose()
+    await keyed.dispose()
     await engine.dispose()
 
 

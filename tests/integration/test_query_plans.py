@@ -100,6 +100,9 @@ RESULT_TRANSACTION = (
     sql.UPSTREAM_RESULTS,
     sql.ATTEMPT_OUTCOMES,
 )
+#: Every statement a registry's claim transaction may run (``schedd_store.claims``): the claim, the
+#: specs of versions not cached yet and the upstream results.
+CLAIM_TRANSACTION = (sql.CLAIM_TASK_INSTANCES, sql.GET_VERSION_SPECS, sql.UPSTREAM_RESULTS)
 #: Tables that grow with the work done: a generic plan must not read one through.
 LARGE_TABLES = {"task_instances", "task_attempts", "dag_runs", "asset_events", "dag_versions"}
 
@@ -157,9 +160,11 @@ async def generic_plan(engine: Engine, statement: Statement) -> list[dict[str, A
     return list(nodes(document[0]["Plan"]))
 
 
-async def test_the_result_transactions_generic_plans_read_large_tables_by_index(history: Engine) -> None:
+async def test_the_result_and_claim_transactions_generic_plans_read_large_tables_by_index(
+    history: Engine,
+) -> None:
     scanned = {}
-    for statement in RESULT_TRANSACTION:
+    for statement in RESULT_TRANSACTION + CLAIM_TRANSACTION:
         plan = await generic_plan(history, statement)
         tables = [n["Relation Name"] for n in plan if n["Node Type"] == "Seq Scan"]
         scanned[statement.text[:60]] = [t for t in tables if t in LARGE_TABLES]

@@ -12,6 +12,11 @@ _CLAIMED_RETURNING = (
     "ti.queued_at, ti.first_poke_at, gen_random_uuid()::text AS commit_secret, "
     "ti.handoff_ti IS NOT NULL AS hands_off"
 )
+#: A claimed task instance's run (``c.run_pk``) looked up by its key for each claimed row: a lateral
+#: subquery with a ``LIMIT`` is never flattened into a join, so even a generic plan (whose estimate
+#: of the rows claimed is a guess) reads ``dag_runs`` by its primary key and never through
+#: (``tests/integration/test_query_plans.py``).
+_RUN_OF_CLAIMED = "CROSS JOIN LATERAL (SELECT * FROM dag_runs WHERE id = c.run_pk LIMIT 1)"
 #: Records the attempts of the CTE ``claimed`` (:data:`_CLAIMED_RETURNING`), each with the DAG version
 #: its run is pinned to at this moment: the code the attempt runs.
 _RECORD_ATTEMPTS = (
@@ -20,7 +25,7 @@ _RECORD_ATTEMPTS = (
     "  dag_version_id) "
     "  SELECT c.attempt_id, c.id, c.try_number, c.worker_id, 'running', "
     "  sha256(convert_to(c.commit_secret, 'UTF8')), cr.dag_version_id "
-    "  FROM claimed c JOIN dag_runs cr ON cr.id = c.run_pk"
+    f"  FROM claimed c {_RUN_OF_CLAIMED} cr"
     ")"
 )
 _CLAIMED_OWN = (
@@ -54,5 +59,5 @@ _CLAIM_TAIL = (
     "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
     f"  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) {_CLAIMED_RETURNING}"
     f"), {_RECORD_ATTEMPTS} "
-    f"SELECT {_claimed_columns('r')} FROM claimed c JOIN dag_runs r ON r.id = c.run_pk"
+    f"SELECT {_claimed_columns('r')} FROM claimed c {_RUN_OF_CLAIMED} r"
 )
