@@ -8,6 +8,7 @@ timings: they do not depend on how busy the machine is."""
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -146,16 +147,14 @@ async def generic_plan(engine: Engine, statement: Statement) -> list[dict[str, A
     text = statement.compiled().text
     count = len(statement.compiled().names)
     async with engine.connect() as conn:
-        for name, value in GENERIC_PLANS.items():
-            await conn.execute(Statement(f"SET LOCAL {name} = {value}"))
-        await conn.execute(Statement(f"PREPARE planned AS {text}"))
-        try:
-            arguments = ", ".join(["NULL"] * count)
-            (raw,) = (
-                await conn.execute(Statement(f"EXPLAIN (FORMAT JSON) EXECUTE planned({arguments})"))
-            ).one()
-        finally:
-            await conn.execute(Statement("DEALLOCATE planned"))
+        for setting, value in GENERIC_PLANS.items():
+            await conn.execute(Statement(f"SET LOCAL {setting} = {value}"))
+        # named afresh: a statement that fails leaves its prepared statement on the pooled connection
+        name = f"planned_{secrets.token_hex(4)}"
+        await conn.execute(Statement(f"PREPARE {name} AS {text}"))
+        arguments = f"({', '.join(['NULL'] * count)})" if count else ""
+        (raw,) = (await conn.execute(Statement(f"EXPLAIN (FORMAT JSON) EXECUTE {name}{arguments}"))).one()
+        await conn.execute(Statement(f"DEALLOCATE {name}"))
     document = json.loads(raw) if isinstance(raw, str) else raw
     return list(nodes(document[0]["Plan"]))
 
