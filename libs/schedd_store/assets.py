@@ -4,7 +4,7 @@ watchers, and lineage.
 Every event is written with the queue entries of the DAGs scheduled on its asset (their current
 versions) in the same statement, so an event is never recorded without being queued for them, and
 the leader is notified (``schedd_assets``, a hint) once per DAG. A task's outlet events are recorded
-in the transaction that applies its success (:func:`record_outlet_events`, called by
+by the statement that applies its success (``statements.APPLY_RESULTS``, run by
 ``schedd_store.dispatch.apply_results``): the success and its events commit together or not at all.
 Events from the api and the watchers carry an idempotency key; a key recorded already records
 nothing (a retried request, a redelivered message).
@@ -83,14 +83,6 @@ async def record_refs(conn: Connection, version_id: int, spec: pb.DagSpec) -> No
             "uris": [r[2] for r in refs],
         },
     )
-
-
-async def record_outlet_events(conn: Connection, ti_ids: Sequence[int]) -> int:
-    """In the transaction that applied their success: an event per outlet of each of these task
-    instances that is in state success; returns how many were recorded."""
-    if not ti_ids:
-        return 0
-    return len((await conn.execute(sql.RECORD_OUTLET_EVENTS, {"ti_ids": list(ti_ids)})).all())
 
 
 async def record_events(

@@ -6,7 +6,10 @@ An :class:`Engine` lends pooled connections in two ways:
   back when it raises;
 - ``async with engine.connect() as conn``: a connection for reading. Its first statement begins a
   transaction that is rolled back when the block ends, so nothing written there is kept; or the
-  block opens one itself first with ``async with conn.begin(isolation=...)``.
+  block opens one itself first with ``async with conn.begin(isolation=...)``;
+- ``async with engine.autocommit() as conn``: each statement is a transaction of its own (PostgreSQL's
+  implicit one: committed when the statement succeeds, nothing of it kept when it fails), at one
+  round trip where ``begin`` takes three (``BEGIN``, the statement, ``COMMIT``).
 
 Statements are :class:`schedd_store.named_sql.Statement` (or their text), run with a mapping of
 parameters; each returns a :class:`schedd_store.rows.Result`. asyncpg prepares each statement once
@@ -128,6 +131,12 @@ class Engine:
     async def begin(self) -> AsyncIterator[Connection]:
         """A connection in a transaction, committed when the block ends, rolled back if it raises."""
         async with self._lend() as raw, raw.transaction():
+            yield Connection(raw, begins_on_use=False)
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[Connection]:
+        """A connection each of whose statements commits on its own (see the module docstring)."""
+        async with self._lend() as raw:
             yield Connection(raw, begins_on_use=False)
 
     @asynccontextmanager

@@ -17,15 +17,15 @@ only *marked* here; the leading scheduler fails them over, fenced, on the
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from schedd_core.claims import ClaimedAttempt
 from schedd_core.errors import FailedPrecondition, quote
 from schedd_core.limits import MAX_LOG_BYTES_PER_ATTEMPT
 from schedd_core.states import TaskState, WorkerState
-from schedd_store import assets, channels, statements as sql
+from schedd_store import channels, statements as sql
 from schedd_store.database import Connection, Engine
 from schedd_store.report_status import ReportStatus as ReportStatus, recorded_outcomes, report_status
 from schedd_store.reports import AttemptResult as AttemptResult
@@ -125,57 +125,48 @@ async def upstream_results(
     return {(r.run_pk, r.task_id): r.result for r in rows}
 
 
-#: Called inside the transaction that applied results, with the successors it handed off (claimed
-#: for the worker of their source), by source task instance: ``AssignmentClaims.hand_off``.
-HandOff = Callable[[Connection, dict[int, ClaimedAttempt]], Awaitable[None]]
+class HandOff(Protocol):
+    """Called with the successors handed off by the results just applied (claimed for the worker of
+    their source), by source task instance, on the connection that applied them: within their
+    transaction (``committed`` false: what it does commits with them, or nothing does), or once the
+    statement that applied them has committed (``committed`` true: it must not lose what was
+    claimed). ``AssignmentClaims.hand_off`` reads what their assignments are built from."""
+
+    async def __call__(
+        self, conn: Connection, claimed: dict[int, ClaimedAttempt], *, committed: bool
+    ) -> None: ...
 
 
 async def apply_results(
     engine: Engine, results: Sequence[AttemptResult], *, hand_off: HandOff | None = None
 ) -> list[ReportStatus]:
-    """Apply a batch of attempt results in one transaction and wake the scheduler for their runs.
+    """Apply a batch of attempt results and wake the scheduler for their runs.
 
-    Returns one status per result, in order. Abandoned attempts are marked lost (the scheduler
-    fails them over) and count as applied. The successes of results that ask for it
-    (``AttemptResult.hand_off``) hand off their successors in the same statement when ``hand_off``
-    is given; it is called in the same transaction with what was handed off: what it claims
-    commits with them, or nothing does.
+    Returns one status per result, in order; each is stored when this returns. Abandoned attempts
+    are marked lost (the scheduler fails them over) and count as applied. The successes of results
+    that ask for it (``AttemptResult.hand_off``) hand off their successors in the same statement when
+    ``hand_off`` is given, which is then called with what was handed off.
+
+    A batch of finished attempts alone (the common case) is applied by one statement in a
+    transaction of its own (``statements.APPLY_RESULTS``, which writes everything a result entails),
+    at one round trip; ``hand_off`` is called after it committed. A batch with sensor outcomes or
+    abandoned attempts is applied in one explicit transaction, ``hand_off`` within it.
     """
     if not results:
         return []
     finished = [r for r in results if not r.abandoned and not is_sensor_outcome(r)]
     sensed = [r for r in results if not r.abandoned and is_sensor_outcome(r)]
     abandoned = [r for r in results if r.abandoned]
-    params = {
-        "ti_ids": [r.ti_id for r in finished],
-        "attempt_ids": [r.attempt_id for r in finished],
-        "try_numbers": [r.try_number for r in finished],
-        "targets": [(TaskState.SUCCESS if r.succeeded else TaskState.FAILED).value for r in finished],
-        "exit_codes": [r.exit_code for r in finished],
-        "errors": [r.error for r in finished],
-        "started": [r.started_at for r in finished],
-        "ended": [r.ended_at for r in finished],
-        "results": [r.result_json or None for r in finished],
-        "no_retries": [r.no_retry and not r.succeeded for r in finished],
-        "worker_ids": [r.worker_id for r in finished],
-        "handing_off": [r.attempt_id for r in finished if r.hand_off and hand_off is not None],
-    }
+    one_statement = not sensed and not abandoned
     applied: dict[str, int] = {}
     lost: set[int] = set()
-    async with engine.begin() as conn:
+    async with engine.autocommit() if one_statement else engine.begin() as conn:
         if finished:
-            # The statement also hands off successors and tells the leader of every run it touched.
-            rows = (await conn.execute(sql.APPLY_RESULTS, params)).all()
+            rows = (await conn.execute(sql.APPLY_RESULTS, _finished_params(finished, hand_off))).all()
             applied = {str(r.attempt_id): r.run_pk for r in rows}
-            if any(r.callbacks for r in rows):
-                await conn.execute(sql.NOTIFY, {"channel": channels.OUTBOX, "payload": ""})
-            # Only a success whose task declares outlets costs the statement that records its events.
-            await assets.record_outlet_events(
-                conn, [r.id for r in rows if r.state == TaskState.SUCCESS and r.has_outlets]
-            )
             handed = {r.id: claimed_attempt(r, "handed_") for r in rows if r.handed_id is not None}
             if handed and hand_off is not None:
-                await hand_off(conn, handed)
+                await hand_off(conn, handed, committed=one_statement)
         if sensed:
             applied |= await apply_sensor_outcomes(conn, sensed)
         if abandoned:
@@ -189,6 +180,24 @@ async def apply_results(
         rest = [r for r in results if r.attempt_id not in applied and not (r.abandoned and r.ti_id in lost)]
         recorded = await recorded_outcomes(conn, rest)
     return [report_status(r, applied, lost, recorded) for r in results]
+
+
+def _finished_params(finished: Sequence[AttemptResult], hand_off: HandOff | None) -> dict[str, Any]:
+    """``statements.APPLY_RESULTS``'s parameters for results of finished attempts."""
+    return {
+        "ti_ids": [r.ti_id for r in finished],
+        "attempt_ids": [r.attempt_id for r in finished],
+        "try_numbers": [r.try_number for r in finished],
+        "targets": [(TaskState.SUCCESS if r.succeeded else TaskState.FAILED).value for r in finished],
+        "exit_codes": [r.exit_code for r in finished],
+        "errors": [r.error for r in finished],
+        "started": [r.started_at for r in finished],
+        "ended": [r.ended_at for r in finished],
+        "results": [r.result_json or None for r in finished],
+        "no_retries": [r.no_retry and not r.succeeded for r in finished],
+        "worker_ids": [r.worker_id for r in finished],
+        "handing_off": [r.attempt_id for r in finished if r.hand_off and hand_off is not None],
+    }
 
 
 async def _mark_lost(

@@ -8,8 +8,11 @@ names, and the store applies it only if that worker holds the attempt.
 
 Successor hand-offs (``schedd_store.handoffs``): a success whose attempt was claimed with a hand-off
 keeps one of its worker's credits (the result carries one for the slot the attempt freed) while it
-is applied; the successor claimed in the same transaction is sent just before the ack (both were
-stored by the same commit), and a credit kept for nothing goes back to the dispatcher.
+is applied; the successor claimed in the same statement is sent just before the ack (both were
+stored by the same commit), and a credit kept for nothing goes back to the dispatcher. A successor
+claimed by a statement that committed is never left claimed but unsent: when what follows the commit
+fails (reading what its assignment is built from), its worker's stream is ended, and the worker
+reconnects without it (``ResultReports._end_streams_owed``).
 """
 
 from __future__ import annotations
@@ -68,13 +71,31 @@ class ResultReports:
         """Apply ``batch`` in one transaction, claiming in it the successors handed off by the
         successes that kept a credit for them."""
         handed: dict[int, Built] = {}
+        stored: dict[int, ClaimedAttempt] = {}
 
-        async def hand_off(conn: Connection, claimed: dict[int, ClaimedAttempt]) -> None:
+        async def hand_off(conn: Connection, claimed: dict[int, ClaimedAttempt], *, committed: bool) -> None:
             handed.clear()  # a transaction tried again starts afresh
+            if committed:
+                stored.update(claimed)
             handed.update(await self._dispatcher.builder.hand_off(conn, claimed))
 
-        statuses = await dispatch.apply_results(self._engine, batch, hand_off=hand_off)
+        try:
+            statuses = await dispatch.apply_results(self._engine, batch, hand_off=hand_off)
+        except Exception:
+            self._end_streams_owed(stored)
+            raise
         return [Applied(status, handed.get(r.ti_id)) for status, r in zip(statuses, batch, strict=True)]
+
+    def _end_streams_owed(self, stored: dict[int, ClaimedAttempt]) -> None:
+        """Successors were claimed by a statement that committed, but what followed it failed, so
+        their assignments will not be sent: end their workers' streams. A worker reconnects without
+        them, which has them counted lost (``dispatch.register_worker``), and the leader runs them
+        again; nothing is left claimed for a worker that never heard of it."""
+        for worker_id in sorted({c.worker_id for c in stored.values()}):
+            session = self._dispatcher.session(worker_id)
+            if session is not None:
+                log.warning("ending worker %s's stream: a successor handed off to it was not sent", worker_id)
+                session.end("a successor handed off to this worker could not be sent; reconnect")
 
     async def report(self, result: worker_pb2.TaskResult, session: WorkerSession) -> None:
         """Apply one result of ``session``'s worker and acknowledge it (see the module docstring)."""

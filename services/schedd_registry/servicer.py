@@ -25,7 +25,7 @@ import grpc
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_auth import principal
 from schedd_core.clock import Clock, SystemClock
-from schedd_core.errors import InvalidArgument, PermissionDenied
+from schedd_core.errors import InvalidArgument, PermissionDenied, Unavailable
 from schedd_core.identifiers import check_id
 from schedd_core.limits import MAX_LOG_CHUNK_BYTES
 from schedd_core.permits import AttemptWindows
@@ -146,6 +146,9 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             while True:
                 getter = asyncio.ensure_future(session.outbox.get())
                 done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if session.end_reason:
+                    getter.cancel()
+                    raise Unavailable(session.end_reason)
                 if getter in done:
                     # acks ready together (a batch of results applied at once) go as one message
                     for message in stream_batches.drain(getter.result(), session.outbox, "ack", _acks):

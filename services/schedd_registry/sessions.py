@@ -37,6 +37,17 @@ class WorkerSession:
     #: Attempts sent on this stream whose task instances had a successor hand-off when claimed.
     hands_off: set[str] = field(default_factory=set)
 
+    #: Why the registry ends this stream ("" while it does not): the stream's loop fails with
+    #: UNAVAILABLE (``end``), and the worker connects again.
+    end_reason: str = ""
+
+    def end(self, reason: str) -> None:
+        """End this stream: what is queued for it is dropped (the worker sends its unacknowledged
+        results again on its next stream, and its hello accounts for its attempts)."""
+        if not self.end_reason:
+            self.end_reason = reason
+            self.outbox.put_nowait(worker_pb2.RegistryMessage())
+
     def keep_for_hand_off(self, attempt_id: str) -> bool:
         """Whether to keep a credit for the hand-off of ``attempt_id``, which just ended: it had one
         when claimed, and the worker has a credit to keep (its result carries one for the slot the

@@ -56,7 +56,7 @@ async def _succeed(
     handed: dict[int, ClaimedWork] = {}
     claims = AssignmentClaims(engine)
 
-    async def take(conn: Connection, claimed: dict[int, ClaimedAttempt]) -> None:
+    async def take(conn: Connection, claimed: dict[int, ClaimedAttempt], *, committed: bool) -> None:
         handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(
@@ -124,7 +124,7 @@ async def test_the_handed_off_assignment_carries_its_upstream_result(engine: Eng
     claims = AssignmentClaims(engine)
     handed: dict[int, ClaimedWork] = {}
 
-    async def take(conn: Connection, claimed: dict[int, ClaimedAttempt]) -> None:
+    async def take(conn: Connection, claimed: dict[int, ClaimedAttempt], *, committed: bool) -> None:
         handed.update(await claims.hand_off(conn, claimed))
 
     result = AttemptResult(

@@ -89,12 +89,11 @@ async def test_active_tasks_of_a_dag_come_from_the_counters(backlog: Engine) -> 
 
 
 #: Every statement a registry's result transaction may run (``schedd_store.dispatch.apply_results``
-#: and what it calls: outlet events, sensor outcomes, lost attempts, the hand-off's specs and
-#: upstream results, the outcomes of reports not applied).
+#: and what it calls: sensor outcomes, lost attempts, the hand-off's specs and upstream results, the
+#: outcomes of reports not applied).
 RESULT_TRANSACTION = (
     sql.APPLY_RESULTS,
     sql.NOTIFY,
-    sql.RECORD_OUTLET_EVENTS,
     sql.APPLY_SENSOR_OUTCOMES,
     sql.MARK_ATTEMPTS_LOST,
     sql.GET_VERSION_SPECS,

@@ -8,8 +8,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from schedd.v1 import worker_pb2
 from schedd_core.clock import FakeClock
+from schedd_core.errors import Unavailable
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
 from schedd_registry.servicer import WorkerRegistryServicer
@@ -49,7 +52,8 @@ def test_a_draining_worker_frees_no_slot(tmp_path: Path) -> None:
     assert sent[-1].result.credit == 0
 
 
-def test_the_registry_grants_the_credit_before_applying_the_result() -> None:
+def _servicer() -> tuple[WorkerRegistryServicer, Dispatcher]:
+    """A registry's stream servicer and its dispatcher, with no database."""
     clock = FakeClock()
     dispatcher = Dispatcher(None, None, claim_batch=10, clock=clock)  # type: ignore[arg-type]
     servicer = WorkerRegistryServicer(
@@ -58,6 +62,11 @@ def test_the_registry_grants_the_credit_before_applying_the_result() -> None:
         RegistryConfig(database_url="", identity="r"),
         clock=clock,
     )
+    return servicer, dispatcher
+
+
+def test_the_registry_grants_the_credit_before_applying_the_result() -> None:
+    servicer, _ = _servicer()
     session = WorkerSession(worker_id="w", queues=("default",), capacity=4, credits=1)
     seen: list[int] = []
 
@@ -84,3 +93,34 @@ def test_acks_that_came_together_each_let_the_worker_forget_its_result(tmp_path:
     acks = [worker_pb2.ReportAck(attempt=worker_pb2.AttemptRef(attempt_id=a)) for a in ("a", "b")]
     agent._handle(worker_pb2.RegistryMessage(acks=worker_pb2.ReportAcks(acks=acks)))
     assert agent._unacked == {}
+
+
+def test_a_stream_the_registry_ends_fails_with_unavailable_after_its_welcome() -> None:
+    """``WorkerSession.end`` (a successor handed off to the worker could not be sent): the stream
+    ends with UNAVAILABLE, and the worker connects again (its hello accounts for its attempts)."""
+    servicer, dispatcher = _servicer()
+
+    async def registered(*_args: object) -> bool:
+        return False
+
+    servicer._register = registered  # type: ignore[method-assign, assignment]
+
+    async def scenario() -> list[str]:
+        open_until_ended = asyncio.Event()
+
+        async def messages() -> AsyncIterator[worker_pb2.WorkerMessage]:
+            yield worker_pb2.WorkerMessage(hello=worker_pb2.WorkerHello(worker_id="w", capacity=2))
+            await open_until_ended.wait()
+
+        seen: list[str] = []
+        stream = servicer.Connect(messages(), None)
+        seen.append(str((await anext(stream)).WhichOneof("message")))
+        session = dispatcher.session("w")
+        assert session is not None
+        session.end("a successor could not be sent")
+        with pytest.raises(Unavailable, match="a successor could not be sent"):
+            await anext(stream)
+        open_until_ended.set()
+        return seen
+
+    assert asyncio.run(scenario()) == ["welcome"]

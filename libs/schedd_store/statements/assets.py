@@ -37,8 +37,9 @@ LIST_ASSETS = _sql(
 # --- events ----------------------------------------------------------------------------------------
 
 #: Queues each new event for every DAG whose current version is scheduled on its asset and notifies
-#: the leader once per DAG. Appended to the statements that insert events (as CTE ``ev``).
-_QUEUE_AND_NOTIFY = (
+#: the leader once per DAG: the CTEs ``queued`` and ``notified`` (which runs only where the statement
+#: reads it), appended to the statements that insert events (as CTE ``ev``: id, asset_id).
+_QUEUE_EVENTS = (
     ", queued AS ("
     "  INSERT INTO asset_dag_queue (dag_id, event_id) "
     "  SELECT s.dag_id, ev.id FROM ev JOIN dag_asset_refs s ON s.asset_id = ev.asset_id "
@@ -46,24 +47,27 @@ _QUEUE_AND_NOTIFY = (
     "  ON CONFLICT DO NOTHING RETURNING dag_id"
     "), notified AS ("
     f"  SELECT pg_notify('{channels.ASSETS}', q.dag_id) FROM (SELECT DISTINCT dag_id FROM queued) q"
-    ") SELECT ev.id, (SELECT count(*) FROM notified) AS dags FROM ev"
+    ")"
 )
+_QUEUE_AND_NOTIFY = _QUEUE_EVENTS + " SELECT ev.id, (SELECT count(*) FROM notified) AS dags FROM ev"
 
-#: The events of the outlets of task instances that have just succeeded (in the result's
-#: transaction): one per (attempt, asset) (the idempotency key), with the task's ``asset_extra``.
-RECORD_OUTLET_EVENTS = _sql(
-    "WITH ev AS ("
+#: Part of ``statements.dispatch.APPLY_RESULTS`` (the rows it applied are its CTE ``applied``): the
+#: events of the outlets of the task instances that have just succeeded, one per (attempt, asset)
+#: (the idempotency key), with the task's ``asset_extra``; then :data:`_QUEUE_EVENTS`.
+_OUTLET_EVENTS = (
+    "ev AS ("
     "  INSERT INTO asset_events (asset_id, extra, source, source_dag_id, source_run_pk, source_task_id, "
     "  idempotency_key) "
-    "  SELECT ref.asset_id, CASE WHEN jsonb_typeof(ti.result -> 'asset_extra') = 'object' "
-    "    THEN ti.result -> 'asset_extra' ELSE '{}'::jsonb END, 'task', r.dag_id, r.id, ti.task_id, "
-    "    'task:' || ti.attempt_id::text || ':' || ref.asset_id::text "
-    "  FROM task_instances ti JOIN dag_runs r ON r.id = ti.run_pk "
-    "  JOIN dag_asset_refs ref ON ref.version_id = r.dag_version_id AND ref.role = 'outlet' "
-    "  AND ref.task_id = ti.task_id "
-    "  WHERE ti.id = ANY(CAST(:ti_ids AS bigint[])) AND ti.state = 'success' "
+    "  SELECT ref.asset_id, CASE WHEN jsonb_typeof(x.result -> 'asset_extra') = 'object' "
+    "    THEN x.result -> 'asset_extra' ELSE '{}'::jsonb END, 'task', x.dag_id, x.run_pk, x.task_id, "
+    "    'task:' || x.attempt_id::text || ':' || ref.asset_id::text "
+    "  FROM applied x "
+    "  CROSS JOIN LATERAL (SELECT dag_version_id FROM dag_runs WHERE id = x.run_pk LIMIT 1) xr "
+    "  JOIN dag_asset_refs ref ON ref.version_id = xr.dag_version_id AND ref.role = 'outlet' "
+    "  AND ref.task_id = x.task_id "
+    "  WHERE x.state = 'success' "
     "  ON CONFLICT ON CONSTRAINT asset_events_idempotency_key DO NOTHING RETURNING id, asset_id"
-    ")" + _QUEUE_AND_NOTIFY
+    ")" + _QUEUE_EVENTS
 )
 
 #: Events from the api or a watcher, by URI (the assets exist: ENSURE_ASSETS first). An event whose

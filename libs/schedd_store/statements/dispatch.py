@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from schedd_core.states import AttemptState, TaskState, WorkerState
+from schedd_store import channels
+from schedd_store.statements.assets import _OUTLET_EVENTS
 from schedd_store.statements.claimed import _CLAIM_TAIL
 from schedd_store.statements.guards import _guarded, _sql
 from schedd_store.statements.handoffs import (
@@ -39,8 +41,11 @@ CLAIM_TASK_INSTANCES = _guarded(
 #: Applies a batch of attempt results. Each row changes only while its attempt is current, running
 #: and held by the worker whose stream reported it (``ti.worker_id = r.worker_id``); the attempt's
 #: history row changes with it. A success whose attempt is in :handing_off also starts its
-#: successor hand-off, in this statement (``statements.handoffs._HAND_OFF``). Returns a row per
-#: result applied, with what was handed off for it (``handed_*``), and tells the leader of each.
+#: successor hand-off, in this statement (``statements.handoffs._HAND_OFF``). Everything a result
+#: entails is written by this one statement, so it needs no transaction of its own: the callbacks
+#: it queues (and a notification for them), the events of a success's outlets and the DAGs they
+#: queue (``statements.assets._OUTLET_EVENTS``). Returns a row per result applied, with what was
+#: handed off for it (``handed_*``), and tells the leader of each.
 APPLY_RESULTS = _guarded(
     "WITH r AS ("
     "  SELECT * FROM unnest(CAST(:ti_ids AS bigint[]), CAST(:attempt_ids AS uuid[]), "
@@ -83,10 +88,11 @@ APPLY_RESULTS = _guarded(
     "  ended_at = r.ended_at, exit_code = r.exit_code, "
     "  error = NULLIF(r.error, '') FROM r JOIN applied ON applied.attempt_id = r.attempt_id "
     "  WHERE a.attempt_id = r.attempt_id AND a.state = ANY(:attempt_sources)"
-    f"), {_HAND_OFF} "
-    "SELECT a.id, a.run_pk, a.attempt_id, a.state, (SELECT count(*) FROM callbacks) AS callbacks, "
-    "EXISTS (SELECT 1 FROM dag_runs ar JOIN dag_asset_refs ref ON ref.version_id = ar.dag_version_id "
-    "  WHERE ar.id = a.run_pk AND ref.role = 'outlet' AND ref.task_id = a.task_id) AS has_outlets, "
+    f"), {_OUTLET_EVENTS}, {_HAND_OFF} "
+    "SELECT a.id, a.run_pk, a.attempt_id, a.state, "
+    f"(SELECT count(*) FROM (SELECT pg_notify('{channels.OUTBOX}', '') FROM callbacks LIMIT 1) cb) "
+    "AS callbacks, "
+    "(SELECT count(*) FROM notified) AS asset_dags, "
     f"{_HANDED_OFF_COLUMNS} FROM applied a {_HANDED_OFF_JOINS}",
     via=_HAND_OFF_VIA,
     ti=({TaskState.RUNNING}, {TaskState.SUCCESS, TaskState.FAILED, TaskState.UP_FOR_RETRY}),
