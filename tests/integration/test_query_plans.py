@@ -104,7 +104,7 @@ RESULT_TRANSACTION = (
 #: specs of versions not cached yet and the upstream results.
 CLAIM_TRANSACTION = (sql.CLAIM_TASK_INSTANCES, sql.GET_VERSION_SPECS, sql.UPSTREAM_RESULTS)
 #: Tables that grow with the work done: a generic plan must not read one through.
-LARGE_TABLES = {"task_instances", "task_attempts", "dag_runs", "asset_events", "dag_versions"}
+LARGE_TABLES = {"task_instances", "task_attempts", "dag_runs", "asset_events", "dag_versions", "dags"}
 
 
 @pytest.fixture
@@ -161,9 +161,27 @@ async def generic_plan(engine: Engine, statement: Statement) -> list[dict[str, A
 async def test_the_result_and_claim_transactions_generic_plans_read_large_tables_by_index(
     history: Engine,
 ) -> None:
-    scanned = {}
+    scanned = []
     for statement in RESULT_TRANSACTION + CLAIM_TRANSACTION:
         plan = await generic_plan(history, statement)
-        tables = [n["Relation Name"] for n in plan if n["Node Type"] == "Seq Scan"]
-        scanned[statement.text[:60]] = [t for t in tables if t in LARGE_TABLES]
-    assert {text: tables for text, tables in scanned.items() if tables} == {}
+        tables = [n["Relation Name"] for n in plan if reads_through(n)]
+        # a list, not a dict by the text's start: several statements start alike
+        scanned += [(statement.text[:60], table) for table in tables if table in LARGE_TABLES]
+    assert scanned == []
+
+
+#: Partial indexes whose rows are bounded by the cluster's capacity, not by the work done: the
+#: running task instances (at most the workers' slots).
+BOUNDED_INDEXES = {"task_instances_worker_running_idx"}
+
+
+def reads_through(node: dict[str, Any]) -> bool:
+    """Whether a plan node reads its whole table: a sequential scan, or an index scan with no
+    condition on the index (the whole index, in its order) unless the index is bounded."""
+    if node["Node Type"] == "Seq Scan":
+        return True
+    return (
+        node["Node Type"] in ("Index Scan", "Index Only Scan")
+        and "Index Cond" not in node
+        and node.get("Index Name") not in BOUNDED_INDEXES
+    )

@@ -45,7 +45,12 @@ def _claimed_columns(run: str, *, prefix: str = "", results_also: str = "") -> s
     shows, or ``results_also`` (an SQL condition: results written by the same statement)."""
     columns = [f"c.{name} AS {prefix}{name}" for name in _CLAIMED_OWN]
     columns += [f"{run}.{name} AS {prefix}{name}" for name in _CLAIMED_OF_RUN]
-    stored = "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL)"
+    # A scalar subquery, not EXISTS: a generic plan may answer an EXISTS by hashing every row of
+    # task_instances_results_idx (all results stored, of every run) instead of looking the run up.
+    stored = (
+        "COALESCE((SELECT true FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL "
+        "LIMIT 1), false)"
+    )
     columns.append(f"({stored}{f' OR {results_also}' if results_also else ''}) AS {prefix}run_has_results")
     return ", ".join(columns)
 

@@ -55,7 +55,9 @@ _HAND_OFF = (
     "  SELECT DISTINCT ON (y.id) y.id, x.id AS source, x.worker_id FROM applied x "
     "  JOIN task_instances y ON y.id = x.handoff_ti AND y.run_pk = x.run_pk "
     "  JOIN dag_runs xr ON xr.id = x.run_pk "
-    "  JOIN dags d ON d.dag_id = xr.dag_id "
+    # looked up by its key (a lateral subquery with a LIMIT is never flattened into a join): a
+    # generic plan may otherwise read every DAG to hash them (tests/integration/test_query_plans.py)
+    "  CROSS JOIN LATERAL (SELECT paused FROM dags WHERE dag_id = xr.dag_id LIMIT 1) d "
     "  JOIN workers w ON w.worker_id = x.worker_id "
     "  JOIN pools p ON p.name = y.pool "
     "  WHERE x.state = 'success' AND x.attempt_id = ANY(CAST(:handing_off AS uuid[])) "
