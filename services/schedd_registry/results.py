@@ -68,8 +68,8 @@ class ResultReports:
         self.on_applied: Callable[[worker_pb2.TaskResult], None] | None = None
 
     async def _apply(self, batch: Sequence[AttemptResult]) -> list[Applied]:
-        """Apply ``batch`` in one transaction, claiming in it the successors handed off by the
-        successes that kept a credit for them."""
+        """Apply ``batch`` (``dispatch.apply_results``: one statement, or one transaction), claiming
+        with it the successors handed off by the successes that kept a credit for them."""
         handed: dict[int, Built] = {}
         stored: dict[int, ClaimedAttempt] = {}
 
