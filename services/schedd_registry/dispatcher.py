@@ -96,6 +96,11 @@ class Dispatcher:
     def sessions(self) -> list[WorkerSession]:
         return list(self._sessions.values())
 
+    @property
+    def faults(self) -> FaultPoints:
+        """Where tests inject faults into this registry (``schedd_faults``)."""
+        return self._faults
+
     def wake(self, queue: str = "") -> None:
         """Task instances were queued in ``queue`` (a ``schedd_queued`` notification; "" for any)."""
         self._empty.told(queue)

@@ -2,6 +2,7 @@
 invariant checks of ``invariants`` (no overlapping attempts, upstream order, fence order).
 
 - a registry killed (kill -9) right after it claimed assignments and before sending them;
+- a successor handed off by a committed result statement whose assignment cannot be built;
 - one of two registries killed mid-run: its workers move to the other;
 - a half-open worker stream (the network drops every byte both ways, nobody hangs up);
 - a worker killed (kill -9) while its task's background child runs: the child dies too.
@@ -33,6 +34,7 @@ FAST = {
 }
 LIVENESS = 60.0
 DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
+CHAIN = {"a": [], "b": ["a"], "c": ["b"]}
 FAN: dict[str, list[str]] = {f"t{i}": [] for i in range(24)}
 
 MakeCluster = Callable[..., Cluster]
@@ -99,6 +101,29 @@ def test_a_registry_killed_between_claim_and_delivery_loses_nothing(
     assert lost == 1, "the claimed-but-undelivered attempt was not failed over"
     assert set(attempts_per_task(marks).values()) == {1}, "an undelivered attempt ran"
     check_all(cluster, marks, DIAMOND)
+
+
+def test_a_successor_handed_off_but_not_sent_is_run_again(make_cluster: MakeCluster, tmp_path: Path) -> None:
+    """The result statement of ``a`` commits its hand-off (``b`` claimed for ``a``'s worker), then
+    building ``b``'s assignment fails: the registry ends the worker's stream, the worker's reconnect
+    has ``b``'s attempt counted lost, the leader runs ``b`` again, and the lost attempt never ran."""
+    marks, faults = marks_dir(tmp_path), tmp_path / "faults"
+    cluster = make_cluster(workers=0)
+    faulty = cluster.add_registry(env={"SCHEDD_FAULTS": str(faults)})
+    cluster.add_worker("w1", registry=faulty, env={"SCHEDD_REGISTRY": faulty})
+    register(cluster, tmp_path, marked_dag("handed", CHAIN, marks, 0.2))
+    with FenceWatch(cluster):
+        hit = arm(faults, "registry.handed_off", "fail")
+        schedctl(cluster, "runs", "trigger", "handed", "--run-id", "r1")
+        wait_until("a hand-off to be stored and its assignment to fail", hit.exists, LIVENESS)
+        wait_settled(cluster, "handed", ["r1"], LIVENESS)
+    lost = cluster.fetch(
+        "SELECT ti.task_id FROM task_attempts a JOIN task_instances ti ON ti.id = a.ti_id "
+        "WHERE ti.dag_id = 'handed' AND a.state = 'lost'"
+    )
+    assert [r["task_id"] for r in lost] in (["b"], ["c"]), "the unsent successor was not failed over"
+    assert set(attempts_per_task(marks).values()) == {1}, "an unsent attempt ran"
+    check_all(cluster, marks, CHAIN)
 
 
 def test_workers_of_a_killed_registry_move_to_the_other(make_cluster: MakeCluster, tmp_path: Path) -> None:
