@@ -38,19 +38,26 @@ _CLAIMED_OF_RUN = (
 )  # fmt: skip
 
 
-def _claimed_columns(run: str, *, prefix: str = "", results_also: str = "") -> str:
+#: Whether the run of a claimed task instance ``c`` stored a result: EXISTS, which the hand-off's
+#: generic plan answers by looking the run up; and a scalar subquery, for the claim, whose generic
+#: plan would answer an EXISTS by hashing every row of task_instances_results_idx (every result
+#: stored, of every run; ``tests/integration/test_query_plans.py``). The scalar form costs the
+#: hand-off's statement about 5 % of a chain link (interleaved pairs), so each keeps its own.
+_STORED_EXISTS = "EXISTS (SELECT 1 FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL)"
+_STORED_BY_KEY = (
+    "COALESCE((SELECT true FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL "
+    "LIMIT 1), false)"
+)
+
+
+def _claimed_columns(run: str, *, stored: str, prefix: str = "", results_also: str = "") -> str:
     """What an assignment is built from (``schedd_store.dispatch.claimed_attempt``), of a claimed
     task instance ``c`` and its run (alias ``run``), each column named with ``prefix``.
     ``run_has_results``: some task instance of the run stored a result, as the statement's snapshot
-    shows, or ``results_also`` (an SQL condition: results written by the same statement)."""
+    shows (``stored``: :data:`_STORED_EXISTS` or :data:`_STORED_BY_KEY`), or ``results_also`` (an SQL
+    condition: results written by the same statement)."""
     columns = [f"c.{name} AS {prefix}{name}" for name in _CLAIMED_OWN]
     columns += [f"{run}.{name} AS {prefix}{name}" for name in _CLAIMED_OF_RUN]
-    # A scalar subquery, not EXISTS: a generic plan may answer an EXISTS by hashing every row of
-    # task_instances_results_idx (all results stored, of every run) instead of looking the run up.
-    stored = (
-        "COALESCE((SELECT true FROM task_instances u WHERE u.run_pk = c.run_pk AND u.result IS NOT NULL "
-        "LIMIT 1), false)"
-    )
     columns.append(f"({stored}{f' OR {results_also}' if results_also else ''}) AS {prefix}run_has_results")
     return ", ".join(columns)
 
@@ -64,5 +71,5 @@ _CLAIM_TAIL = (
     "  claimed_at = now(), lost_reported = false FROM claimable JOIN slots USING (n) "
     f"  WHERE ti.id = claimable.id AND ti.state = ANY(:ti_sources) {_CLAIMED_RETURNING}"
     f"), {_RECORD_ATTEMPTS} "
-    f"SELECT {_claimed_columns('r')} FROM claimed c {_RUN_OF_CLAIMED} r"
+    f"SELECT {_claimed_columns('r', stored=_STORED_BY_KEY)} FROM claimed c {_RUN_OF_CLAIMED} r"
 )

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from schedd_core.states import TaskState
 from schedd_store import channels
-from schedd_store.statements.claimed import _CLAIMED_RETURNING, _RECORD_ATTEMPTS, _claimed_columns
+from schedd_store.statements.claimed import (
+    _CLAIMED_RETURNING,
+    _RECORD_ATTEMPTS,
+    _STORED_EXISTS,
+    _claimed_columns,
+)
 from schedd_store.statements.guards import _sql
 
 # --- successor hand-offs ---------------------------------------------------------------------------
@@ -55,14 +60,14 @@ _HAND_OFF = (
     "  SELECT DISTINCT ON (y.id) y.id, x.id AS source, x.worker_id FROM applied x "
     "  JOIN task_instances y ON y.id = x.handoff_ti AND y.run_pk = x.run_pk "
     "  JOIN dag_runs xr ON xr.id = x.run_pk "
-    # looked up by its key (a lateral subquery with a LIMIT is never flattened into a join): a
-    # generic plan may otherwise read every DAG to hash them (tests/integration/test_query_plans.py)
-    "  CROSS JOIN LATERAL (SELECT paused FROM dags WHERE dag_id = xr.dag_id LIMIT 1) d "
     "  JOIN workers w ON w.worker_id = x.worker_id "
     "  JOIN pools p ON p.name = y.pool "
     "  WHERE x.state = 'success' AND x.attempt_id = ANY(CAST(:handing_off AS uuid[])) "
     "  AND x.handoff_token = (SELECT token FROM fence) "
-    "  AND x.handoff_control = xr.control_version AND xr.state = 'running' AND NOT d.paused "
+    "  AND x.handoff_control = xr.control_version AND xr.state = 'running' "
+    # the DAG looked up by its key (a scalar subquery, no join): a generic plan may otherwise read
+    # every DAG to hash them (tests/integration/test_query_plans.py); a missing DAG hands off nothing
+    "  AND NOT (SELECT paused FROM dags WHERE dag_id = xr.dag_id) "
     "  AND y.state = ANY(:ti_handoff_sources) AND w.state = 'active' AND y.queue = ANY(w.queues) "
     "  AND y.pool = x.pool AND y.pool_slots <= x.pool_slots "
     "  AND NOT EXISTS (SELECT 1 FROM task_instances u WHERE u.id = ANY(x.handoff_after) "
@@ -97,6 +102,7 @@ _HAND_OFF_VIA = {"ti_handoff": TaskState.QUEUED}
 _HANDED_OFF_COLUMNS = (
     _claimed_columns(
         "hr",
+        stored=_STORED_EXISTS,
         prefix="handed_",
         results_also="EXISTS (SELECT 1 FROM applied ar WHERE ar.run_pk = c.run_pk AND ar.result IS NOT NULL)",
     )
