@@ -9,7 +9,9 @@ kill grace after the permit lapsed), and, when the permit lapses, stops every ru
 (SIGTERM now, SIGKILL after the grace) and reports them abandoned: they run again elsewhere
 without using up a retry.
 
-While nothing runs and nothing is watched there is nothing to stop or kill, so it sleeps until
+Each refresh also forgets the groups of warm children released (``Reaper.release``) at least a
+refresh interval earlier, so an idle worker's fence goes to sleep a refresh or two after its last
+attempt. While nothing runs and nothing is watched there is nothing to stop or kill, so it sleeps until
 poked (an ack, the lease) or until a group is about to be watched: the reaper asks for a current
 deadline first (``Reaper.before_watch``), so no group is ever watched under a stale one
 (``tests/unit/test_attempt_fence.py``).
@@ -78,6 +80,7 @@ class AttemptFence:
             elif left > 0:
                 lapsed = False
             refresh = self._permit.windows.heartbeat_interval / 2
+            self._reaper.settle(refresh)  # warm children idle since the last refresh or longer
             timeout: float | None = refresh if left <= 0 else min(left, refresh)
             if not self._running() and not self._reaper.watching:
                 timeout = None  # nothing to stop or kill: wait to be poked

@@ -35,8 +35,9 @@ Guaranteed:
 * The return value must be JSON-serialisable and at most ``max_result_bytes``
   of JSON, or the task fails with an error naming the problem.
 * With a ``reaper`` (``schedd_exec.reaper``), a child's process group is watched by the
-  worker's reaper process while it runs a task, so it is killed if the worker dies or can no
-  longer vouch for the attempt, and a child being stopped is SIGKILLed after ``kill_grace``
+  worker's reaper process while it runs a task (and for a refresh interval after, so that the
+  child's next task needs no message: ``Reaper.release``), so it is killed if the worker dies or
+  can no longer vouch for the attempt, and a child being stopped is SIGKILLed after ``kill_grace``
   even if the worker freezes meanwhile.
 * :meth:`PythonPool.close` stops every child and its process group, with
   bounded waits. If the worker process dies without closing the pool, each
@@ -337,7 +338,7 @@ class PythonPool(ChildKeeper):
                 else:
                     child.tasks_done += 1
                     if self._reaper is not None:
-                        self._reaper.forget(child.pid)
+                        self._reaper.release(child.pid)
                     if reply.get("recycle") or child.tasks_done >= self._recycle_after:
                         self._discard(child, graceful=True)
                     else:

@@ -13,6 +13,15 @@ process in a session of its own, SIGKILLs
 - every watched group at once when the pipe closes: the worker died (even by SIGKILL), so
   the grandchildren of its tasks never outlive it and overlap a retry.
 
+A warm Python child's group outlives its tasks. When a task ends the worker *releases* the group
+instead of forgetting it: it stays watched, and nothing is sent; the next task the same child runs
+(the pool reuses its most recently idle child) is watched already, so a reused child costs the
+reaper no message and no wake-up. A group released longer than a refresh interval of the attempt
+fence is forgotten then (:meth:`Reaper.settle`). Meanwhile it is killed like any watched group: an
+idle child, at a deadline that stops every attempt anyway, and the pool replaces it. A group that
+is gone (its process reaped) is forgotten at once, so a released group's id is never watched after
+it could be reused.
+
 Because the group is killed, everything a task started in its group ends with it. Not covered:
 a process that left its group (``setsid``, a double fork into a new session), and the reaper
 dying together with its worker (both at once is two faults). Protocol lines on stdin:
@@ -28,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Callable
 
 from schedd_exec.environment import AllowList
@@ -42,6 +52,8 @@ class Reaper:
         self._proc: asyncio.subprocess.Process | None = None
         self._deadline = FAR
         self._watched: dict[int, float | None] = {}
+        #: Watched groups that run nothing now, and since when (monotonic): see :meth:`release`.
+        self._released: dict[int, float] = {}
         #: Called before a group is watched, so that the deadline sent ahead of it is current
         #: (``schedd_exec.attempt_fence`` sets it; it stops refreshing while nothing is watched).
         self.before_watch: Callable[[], None] | None = None
@@ -87,21 +99,43 @@ class Reaper:
 
     @property
     def watching(self) -> bool:
-        """Whether any group is watched (or due to be killed)."""
+        """Whether any group is watched (released ones included) or due to be killed."""
         return bool(self._watched)
 
     def watch(self, pgid: int) -> None:
+        """Watch the group an attempt starts in. A released group is watched still: nothing is sent
+        (the attempt fence kept refreshing the deadline meanwhile, as it does while anything is
+        watched)."""
+        if self._released.pop(pgid, None) is not None:
+            return
         if self.before_watch is not None:
             self.before_watch()
         self._watched[pgid] = None
         self._send(f"watch {pgid}")
 
+    def release(self, pgid: int) -> None:
+        """The group's attempt ended and the group lives on (a warm child): it stays watched until
+        :meth:`settle` or :meth:`forget`, so that its next attempt needs no message."""
+        if pgid in self._watched and self._watched[pgid] is None:
+            self._released[pgid] = time.monotonic()
+        else:
+            self.forget(pgid)
+
+    def settle(self, idle_for: float) -> None:
+        """Forget the groups released at least ``idle_for`` seconds ago."""
+        cutoff = time.monotonic() - idle_for
+        for pgid in [pgid for pgid, since in self._released.items() if since <= cutoff]:
+            self.forget(pgid)
+
     def forget(self, pgid: int) -> None:
+        """Stop watching the group now (it is gone, or runs nothing from now on)."""
+        self._released.pop(pgid, None)
         if self._watched.pop(pgid, 0) != 0:
             self._send(f"forget {pgid}")
 
     def kill_at(self, pgid: int, at: float) -> None:
         """SIGKILL the group at monotonic time ``at``, whatever the deadline says by then."""
+        self._released.pop(pgid, None)
         self._watched[pgid] = at
         self._send(f"kill {pgid} {at}")
 

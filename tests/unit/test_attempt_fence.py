@@ -21,6 +21,7 @@ class _RecordingReaper(Reaper):
         super().__init__()
         self.events: list[str] = []
         self.refreshed = asyncio.Event()
+        self.forgotten = asyncio.Event()
 
     def deadline(self, at: float) -> None:
         self.events.append("refresh")
@@ -29,17 +30,24 @@ class _RecordingReaper(Reaper):
 
     def _send(self, line: str) -> None:
         self.events.append(line)
+        if line.startswith("forget "):
+            self.forgotten.set()
+
+
+def _idle_fence() -> tuple[FakeClock, Permit, _RecordingReaper, asyncio.Task[None]]:
+    """A running fence with nothing running, its permit acknowledged once (call inside a loop)."""
+    clock = FakeClock()
+    permit = Permit(WINDOWS, 0.0, clock)
+    permit.sent(1)
+    permit.acknowledged(1)
+    reaper = _RecordingReaper()
+    fence = AttemptFence(permit, reaper, clock, running=lambda: 0, stop_all=lambda _why: None)
+    return clock, permit, reaper, asyncio.create_task(fence.run())
 
 
 def test_an_idle_fence_sleeps_and_a_new_group_is_watched_under_a_current_deadline() -> None:
     async def main() -> None:
-        clock = FakeClock()
-        permit = Permit(WINDOWS, 0.0, clock)
-        permit.sent(1)
-        permit.acknowledged(1)
-        reaper = _RecordingReaper()
-        fence = AttemptFence(permit, reaper, clock, running=lambda: 0, stop_all=lambda _why: None)
-        task = asyncio.create_task(fence.run())
+        clock, permit, reaper, task = _idle_fence()
         try:
             async with asyncio.timeout(WAIT):
                 await reaper.refreshed.wait()
@@ -56,6 +64,31 @@ def test_an_idle_fence_sleeps_and_a_new_group_is_watched_under_a_current_deadlin
                 async with asyncio.timeout(WAIT):
                     await reaper.refreshed.wait()
                 reaper.refreshed.clear()
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_reused_child_costs_the_reaper_no_message_and_an_idle_one_is_forgotten_after_a_refresh() -> None:
+    async def main() -> None:
+        _clock, _permit, reaper, task = _idle_fence()
+        try:
+            reaper.watch(42)  # a warm child's first attempt
+            reaper.release(42)  # it ended; the child lives on
+            sent = [e for e in reaper.events if e != "refresh"]
+            reaper.watch(42)  # the same child's next attempt
+            reaper.release(42)
+            assert [e for e in reaper.events if e != "refresh"] == sent  # nothing more was sent
+            assert reaper.watching  # and the fence keeps the deadline current meanwhile
+            async with asyncio.timeout(WAIT):
+                await reaper.forgotten.wait()  # a refresh interval later: forgotten
+            assert "forget 42" in reaper.events
+            assert not reaper.watching
+            await asyncio.sleep(0.1)  # five refresh intervals
+            settled = len(reaper.events)
+            await asyncio.sleep(0.2)
+            assert len(reaper.events) == settled  # asleep again: nothing runs, nothing is watched
         finally:
             task.cancel()
 

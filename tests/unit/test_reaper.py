@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -76,22 +76,35 @@ async def test_a_group_to_stop_dies_at_its_time_whatever_the_deadline(reaper: Re
     await wait_dead(proc, grandchild_of(tmp_path))
 
 
-async def test_a_forgotten_group_is_left_alone(reaper: Reaper, tmp_path: Path) -> None:
-    proc = group(tmp_path / "forgotten")
+async def left_alone_at_the_deadline(reaper: Reaper, tmp_path: Path, let_go: Callable[[int], None]) -> None:
+    """Two groups watched, one let go with ``let_go``: it lives on past the deadline that kills the other."""
+    proc = group(tmp_path / "let_go")
     watched = group(tmp_path / "watched")
     try:
         reaper.deadline(time.monotonic() + 0.2)
         reaper.watch(proc.pid)
         reaper.watch(watched.pid)
-        reaper.forget(proc.pid)
+        let_go(proc.pid)
         # The reaper kills every group watched at the deadline at once: once the one still watched is
-        # dead, the deadline has come and gone for the forgotten one too.
+        # dead, the deadline has come and gone for the other one too.
         await wait_dead(watched, grandchild_of(tmp_path / "watched"))
         assert proc.poll() is None
-        assert alive(grandchild_of(tmp_path / "forgotten"))
+        assert alive(grandchild_of(tmp_path / "let_go"))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+async def test_a_forgotten_group_is_left_alone(reaper: Reaper, tmp_path: Path) -> None:
+    await left_alone_at_the_deadline(reaper, tmp_path, reaper.forget)
+
+
+async def test_a_released_group_is_left_alone_once_settled(reaper: Reaper, tmp_path: Path) -> None:
+    def release_and_settle(pgid: int) -> None:
+        reaper.release(pgid)  # a warm child between two attempts
+        reaper.settle(0.0)  # released long enough ago: forgotten
+
+    await left_alone_at_the_deadline(reaper, tmp_path, release_and_settle)
 
 
 async def test_every_watched_group_dies_when_the_worker_goes_away(tmp_path: Path) -> None:
@@ -108,4 +121,16 @@ async def test_a_group_watched_after_the_deadline_dies_at_once(reaper: Reaper, t
     reaper.deadline(time.monotonic() - 1)
     proc = group(tmp_path)
     reaper.watch(proc.pid)
+    await wait_dead(proc, grandchild_of(tmp_path))
+
+
+async def test_a_released_group_that_is_not_settled_still_dies_at_the_deadline(
+    reaper: Reaper, tmp_path: Path
+) -> None:
+    proc = group(tmp_path)
+    reaper.deadline(time.monotonic() + 0.3)
+    reaper.watch(proc.pid)
+    reaper.release(proc.pid)
+    reaper.settle(3600.0)  # released only now: kept
+    reaper.watch(proc.pid)  # the child's next attempt: still watched, nothing sent
     await wait_dead(proc, grandchild_of(tmp_path))
