@@ -26,7 +26,8 @@ it after each task. Per task the child:
 
 * sets ``os.environ`` to its start-up environment (the pool's task environment, an allow-list
   of the worker's: ``schedd_exec.environment``; never the worker's secrets) plus the request's
-  ``env`` and afterwards restores it exactly (variables the task set or deleted too);
+  ``env`` and afterwards (once the reply is sent) restores it exactly (variables the task set or
+  deleted too);
 * restores the working directory and ``sys.stdout``/``sys.stderr`` objects;
 * imports the module with :func:`importlib.import_module` (cached in
   ``sys.modules``: a module is imported once per child, so code changed on
@@ -186,6 +187,7 @@ class Child:
         self._reply_fd = reply_fd
         self._max_result_bytes = max_result_bytes
         self._base_env = dict(os.environ)
+        self._base_encoded = dict(_encoded(os.environ))
         self._base_cwd = os.getcwd()
         self._stdout = sys.stdout
         self._stderr = sys.stderr
@@ -226,8 +228,11 @@ class Child:
                 _hide_from_other_tasks()
             reply = self.handle(request)
             # A transactional attempt's database URL and commit secret leave with this child.
-            reply["recycle"] = not self._restore() or reply.get("recycle", False) or transactional
+            reply["recycle"] = not self._restore_streams() or reply.get("recycle", False) or transactional
             self.send(reply)
+            # After the reply, off the task's way to its result: the next request is read only after.
+            given = request.get("env")
+            self._restore_environment(given if isinstance(given, dict) else {})
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         target = str(request.get("target", ""))
@@ -273,8 +278,10 @@ class Child:
             )
         return _reply(True, 0, "", text)
 
-    def _restore(self) -> bool:
-        """Undo what a task may have changed; False if this child should be retired."""
+    def _restore_streams(self) -> bool:
+        """Undo what a task may have done to the output streams and the working directory (flushed
+        before the reply, so its output is complete when the worker reads it); False if this child
+        should be retired."""
         healthy = True
         if sys.stdout is not self._stdout:
             sys.stdout = self._stdout
@@ -285,18 +292,37 @@ class Child:
                 stream.flush()
             except (OSError, ValueError):
                 healthy = False
-        if dict(os.environ) != self._base_env:
-            for key in [k for k in os.environ if k not in self._base_env]:
-                del os.environ[key]
-            for key, value in self._base_env.items():
-                if os.environ.get(key) != value:
-                    os.environ[key] = value
         try:
             if os.getcwd() != self._base_cwd:
                 os.chdir(self._base_cwd)
         except OSError:
             healthy = False
         return healthy
+
+    def _restore_environment(self, given: dict[str, str]) -> None:
+        """Put ``os.environ`` back as it was at start-up: the variables of the request, then, only if
+        the task changed others, every variable. The comparison is of ``os.environ``'s encoded
+        mapping, which ``os.environ`` reads and writes through (a CPython detail; where it is
+        missing, the decoded copies are compared)."""
+        for key in given:
+            value = self._base_env.get(key)
+            if value is None:
+                os.environ.pop(key, None)
+            elif os.environ.get(key) != value:
+                os.environ[key] = value
+        if _encoded(os.environ) == self._base_encoded:
+            return
+        for key in [k for k in os.environ if k not in self._base_env]:
+            del os.environ[key]
+        for key, value in self._base_env.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+
+
+def _encoded(environ: os._Environ[str]) -> dict[Any, Any]:
+    """The mapping ``environ`` keeps its variables in (encoded), or a decoded copy without one."""
+    data = getattr(environ, "_data", None)
+    return data if isinstance(data, dict) else dict(environ)
 
 
 def _reply(ok: bool, code: int, error: str, result: str = "") -> dict[str, Any]:

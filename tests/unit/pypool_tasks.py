@@ -120,15 +120,21 @@ def pid() -> int:
 
 
 def set_env(params: dict[str, Any]) -> dict[str, str | None]:
+    given = os.environ.get("PYPOOL_GIVEN")
     os.environ["PYPOOL_SET_BY_TASK"] = "yes"
+    os.environ["PATH"] = "/changed/by/a/task"  # a variable of the pool's own environment
+    os.environ.pop("HOME", None)  # and one more, deleted
+    os.environ["PYPOOL_GIVEN"] = "changed by the task"
     os.chdir("/")
-    return {"given": os.environ.get("PYPOOL_GIVEN"), "set": os.environ.get("PYPOOL_SET_BY_TASK")}
+    return {"given": given, "set": os.environ.get("PYPOOL_SET_BY_TASK")}
 
 
 def read_env() -> dict[str, str | None]:
     return {
         "given": os.environ.get("PYPOOL_GIVEN"),
         "set": os.environ.get("PYPOOL_SET_BY_TASK"),
+        "path": os.environ.get("PATH"),
+        "home": os.environ.get("HOME"),
         "cwd": os.getcwd(),
     }
 

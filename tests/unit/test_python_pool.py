@@ -270,7 +270,13 @@ async def test_env_cwd_and_stdout_are_restored_between_tasks(solo: PythonPool) -
     first = await solo.run(T + "set_env", env={"PYPOOL_GIVEN": "1"}, timeout=5)
     assert json.loads(first.result_json) == {"given": "1", "set": "yes"}
     second = await run(solo, "read_env")
-    assert json.loads(second.result_json) == {"given": None, "set": None, "cwd": os.getcwd()}
+    assert json.loads(second.result_json) == {
+        "given": None,
+        "set": None,
+        "path": os.environ.get("PATH"),
+        "home": os.environ.get("HOME"),
+        "cwd": os.getcwd(),
+    }
 
     assert (await run(solo, "replace_stdout")).succeeded
     out = await run(solo, "print_line", text="still captured")
