@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 import grpc
@@ -98,9 +98,17 @@ class ResultReports:
                 log.warning("ending worker %s's stream: a successor handed off to it was not sent", worker_id)
                 session.end("a successor handed off to this worker could not be sent; reconnect")
 
-    async def report(self, result: worker_pb2.TaskResult, session: WorkerSession) -> None:
-        """Apply one result of ``session``'s worker and acknowledge it (see the module docstring)."""
-        item = attempt_result(result, session)
+    def report(self, result: worker_pb2.TaskResult, session: WorkerSession) -> Awaitable[None]:
+        """Apply one result of ``session``'s worker and acknowledge it (see the module docstring).
+
+        Whether a success keeps a credit for its hand-off is decided at once, in the step that
+        granted the credit its result brought: a dispatcher round woken by that grant cannot spend
+        the credit on other queued work first. The returned awaitable applies and acknowledges it."""
+        return self._store_and_acknowledge(result, attempt_result(result, session), session)
+
+    async def _store_and_acknowledge(
+        self, result: worker_pb2.TaskResult, item: AttemptResult, session: WorkerSession
+    ) -> None:
         try:
             applied = await retry(
                 lambda: self.batcher.submit(item),

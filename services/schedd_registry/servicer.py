@@ -208,7 +208,7 @@ class WorkerRegistryServicer(worker_pb2_grpc.WorkerRegistryServicer):
             elif kind in ("result", "results"):
                 results = [message.result] if kind == "result" else message.results.results
                 for result in results:
-                    if result.credit > 0:  # granted first: a hand-off may keep it
+                    if result.credit > 0:  # granted first: its report keeps it for a hand-off at once
                         self._dispatcher.grant(session, result.credit)
                     spawn(self.reports.report(result, session))
             elif kind == "log" and len(message.log.data) <= MAX_LOG_CHUNK_BYTES:

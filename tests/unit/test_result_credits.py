@@ -13,10 +13,13 @@ import pytest
 from schedd.v1 import worker_pb2
 from schedd_core.clock import FakeClock
 from schedd_core.errors import Unavailable
+from schedd_exec.assignments import Built
 from schedd_registry.config import RegistryConfig
 from schedd_registry.dispatcher import Dispatcher
+from schedd_registry.results import Applied
 from schedd_registry.servicer import WorkerRegistryServicer
 from schedd_registry.sessions import WorkerSession
+from schedd_store.dispatch import AttemptResult, ReportStatus
 from schedd_worker.agent import WorkerAgent
 from tests.unit.worker_agents import unconnected_agent
 
@@ -52,10 +55,12 @@ def test_a_draining_worker_frees_no_slot(tmp_path: Path) -> None:
     assert sent[-1].result.credit == 0
 
 
-def _servicer() -> tuple[WorkerRegistryServicer, Dispatcher]:
-    """A registry's stream servicer and its dispatcher, with no database."""
-    clock = FakeClock()
-    dispatcher = Dispatcher(None, None, claim_batch=10, clock=clock)  # type: ignore[arg-type]
+def _servicer(
+    clock: FakeClock | None = None, builder: object = None
+) -> tuple[WorkerRegistryServicer, Dispatcher]:
+    """A registry's stream servicer and its dispatcher (claiming with ``builder``), with no database."""
+    clock = clock or FakeClock()
+    dispatcher = Dispatcher(None, builder, claim_batch=10, clock=clock)  # type: ignore[arg-type]
     servicer = WorkerRegistryServicer(
         None,  # type: ignore[arg-type]
         dispatcher,
@@ -85,6 +90,54 @@ def test_the_registry_grants_the_credit_before_applying_the_result() -> None:
     asyncio.run(servicer._read(messages(), session))
     # four reports, each run once the credits that came with the results were granted
     assert seen == [4, 4, 4, 4]
+
+
+class _BusyQueue:
+    """Claims whatever slots it is asked for: work queued elsewhere (a burst of other runs)."""
+
+    def __init__(self) -> None:
+        self.claimed = 0
+
+    async def claim(self, *, slots: list[str], queues: tuple[str, ...]) -> list[Built]:
+        self.claimed += len(slots)
+        refs = [worker_pb2.AttemptRef(attempt_id=f"burst-{i}") for i in range(len(slots))]
+        assignments = [worker_pb2.Assignment(task_id="burst", attempt=a) for a in refs]
+        return [Built(w, a) for w, a in zip(slots, assignments, strict=True)]
+
+
+def test_a_success_keeps_its_credit_for_its_successor_while_other_work_is_queued() -> None:
+    """The result's credit is granted and its hand-off decided in the same step: the dispatcher round
+    the grant wakes, with other work queued, cannot spend the credit first (the successor would then
+    wait for the leader, behind that work)."""
+    clock = FakeClock()
+    queue = _BusyQueue()
+    servicer, dispatcher = _servicer(clock, queue)
+    session = WorkerSession(worker_id="w", queues=("default",), capacity=1, last_heard=clock.monotonic())
+    session.hands_off.add(ATTEMPT.attempt_id)
+    dispatcher.attach(session)
+    kept: list[bool] = []
+
+    async def submit(item: AttemptResult) -> Applied:
+        kept.append(item.hand_off)
+        return Applied(ReportStatus.APPLIED, None)
+
+    servicer.reports.batcher.submit = submit  # type: ignore[method-assign]
+
+    async def messages() -> AsyncIterator[worker_pb2.WorkerMessage]:
+        yield worker_pb2.WorkerMessage(
+            result=worker_pb2.TaskResult(attempt=ATTEMPT, outcome=worker_pb2.TASK_OUTCOME_SUCCEEDED, credit=1)
+        )
+
+    async def scenario() -> None:
+        rounds = asyncio.create_task(dispatcher.run())
+        await asyncio.sleep(0)  # the dispatcher waits for a wake-up
+        try:
+            await asyncio.wait_for(servicer._read(messages(), session), timeout=10)
+        finally:
+            rounds.cancel()
+
+    asyncio.run(scenario())
+    assert kept == [True], "the credit the result brought was spent on other work before its hand-off"
 
 
 def test_acks_that_came_together_each_let_the_worker_forget_its_result(tmp_path: Path) -> None:
