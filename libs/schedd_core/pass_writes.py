@@ -43,6 +43,8 @@ class PassOutcome:
     """What a pass did, for the leader's bookkeeping after it commits."""
 
     queued: int = 0
+    #: Task instances the pass created (``schedd_store.planner_statistics`` counts them).
+    created: int = 0
     #: Runs that finished in the pass, and their DAGs.
     finished_runs: set[int] = field(default_factory=set)
     finished_dags: set[str] = field(default_factory=set)

@@ -136,6 +136,7 @@ async def _create(
             f"created {len(rows)} of {len(writes.create)} task instances: a run the pass locked is gone"
         )
     outcome = writes.outcome
+    outcome.created += len(rows)
     created: dict[tuple[int, str], int] = {}
     queues: set[str] = set()
     for r in rows:

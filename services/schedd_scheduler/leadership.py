@@ -45,6 +45,7 @@ from schedd_scheduler.watchers import asset_watchers
 from schedd_store.channels import decode_ids
 from schedd_store.database import Engine
 from schedd_store.fence import Fence, raise_fence
+from schedd_store.planner_statistics import StatisticsKeeper
 from schedd_store.versions import VersionCache
 
 log = logging.getLogger(__name__)
@@ -196,6 +197,8 @@ class Replica:
         loop.on_runs_finished = runs_finished
         alerts = self._alerts = DeadlineAlerts(self._engine, fence, self._versions, faults=self._faults)
         housekeeper = Housekeeper(fence, self._config.retention, interval=self._config.housekeeping_interval)
+        statistics = StatisticsKeeper(self._engine)
+        loop.on_created = statistics.created
         work = asyncio.create_task(
             self._leader_work(
                 loop,
@@ -209,6 +212,7 @@ class Replica:
                     alerts.run(),
                     housekeeper.run(),
                     OccupancyCompactor(self._engine).run(),
+                    statistics.run(),
                 ],
             ),
             name="leader-work",
@@ -258,10 +262,10 @@ class Replica:
         self, loop: SchedulingLoop, sweeper: LostAttemptSweeper, others: list[Coroutine[Any, Any, None]]
     ) -> None:
         """Run the scheduling loop with the lost-attempt sweeper, the worker watch and ``others`` (the
-        deadline timer, the schedule timer, the backfill driver, housekeeping, the counters' compaction)
-        beside it. The helpers start once the term's first pass has committed (or the loop ended), so
-        that pass has the event loop and the connection pool to itself. Returns when the loop stops;
-        the first error of any ends the term."""
+        deadline timer, the schedule timer, the backfill driver, housekeeping, the counters' compaction,
+        the planner's statistics) beside it. The helpers start once the term's first pass has
+        committed (or the loop ended), so that pass has the event loop and the connection pool to
+        itself. Returns when the loop stops; the first error of any ends the term."""
         main = asyncio.create_task(loop.run(), name="scheduling-loop")
         first = asyncio.ensure_future(loop.first_pass_done.wait())
         helpers: list[asyncio.Task[Any]] = []

@@ -107,6 +107,8 @@ class SchedulingLoop:
         self.on_deadlines_changed: Callable[[], None] | None = None
         #: Called after a pass in which runs finished, with their DAGs and backfills.
         self.on_runs_finished: Callable[[set[str], set[int]], None] | None = None
+        #: Called after a pass that created task instances, with how many.
+        self.on_created: Callable[[int], None] | None = None
 
     def stop(self) -> None:
         """Finish the current pass, then return from :meth:`run`."""
@@ -221,6 +223,8 @@ class SchedulingLoop:
             self.on_deadlines_changed()
         if outcome.finished_dags and self.on_runs_finished is not None:
             self.on_runs_finished(outcome.finished_dags, outcome.finished_backfills)
+        if outcome.created and self.on_created is not None:
+            self.on_created(outcome.created)
         self.passes += 1
         if self._metrics is not None:
             self._metrics.passes.inc()
