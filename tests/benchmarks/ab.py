@@ -3,7 +3,8 @@
 Timings on a shared machine vary by 20-50 % from one minute to the next, so a figure is only
 compared with one measured beside it: REF is checked out in a temporary worktree, and the benchmark
 groups asked for (``--only``, default ``latency,throughput``) run alternately on REF and on the working
-tree (baseline first, then candidate, ``--pairs`` times), each run a separate ``tests.benchmarks.run``
+tree (``--pairs`` times; the baseline first in odd pairs, the candidate first in even ones, since
+this machine favoured whichever ran first: :func:`run_order`), each run a separate ``tests.benchmarks.run``
 process on its own tree's code (``PYTHONPATH``). For every figure both runs have, the report gives the
 baseline and candidate medians and the candidate/baseline ratio of each pair: their median, their
 spread, and whether every pair agrees (the only verdict a noisy machine supports). Lower is better for
@@ -120,18 +121,28 @@ def run_once(tree: Path, only: str, out: Path, extra: list[str]) -> dict[str, An
     return loaded
 
 
+def run_order(pair: int) -> tuple[str, str]:
+    """Which tree runs first in pair ``pair`` (from 0): the baseline in even ones, the candidate in
+    odd ones. Two A/Bs of the same two trees with the baseline always first each put the tree that
+    ran second slower (1.07x and 1.13x on the chain's median), so an order held fixed would pass a
+    bias of the machine for a difference of the code."""
+    return ("baseline", "candidate") if pair % 2 == 0 else ("candidate", "baseline")
+
+
 def interleaved(ref: str, only: str, pairs: int, out: Path, extra: list[str]) -> list[dict[str, Any]]:
-    """Baseline, candidate, baseline, candidate...: ``pairs`` of each; the comparison is written to
-    ``out`` (JSON), its table next to it (``.md``) and printed."""
+    """Baseline and candidate in turn, in the order :func:`run_order` gives: ``pairs`` of each; the
+    comparison is written to ``out`` (JSON), its table next to it (``.md``) and printed."""
     runs: list[tuple[dict[str, Any], dict[str, Any]]] = []
     scratch = Path(tempfile.mkdtemp(prefix="schedd-bench-ab-"))
     with worktree(ref) as base:
+        trees = {"baseline": (base, f"baseline {ref}"), "candidate": (ROOT, "candidate (working tree)")}
         for i in range(pairs):
-            print(f"== pair {i + 1}/{pairs}: baseline {ref}", flush=True)
-            baseline = run_once(base, only, scratch / f"baseline-{i}.json", extra)
-            print(f"== pair {i + 1}/{pairs}: candidate (working tree)", flush=True)
-            candidate = run_once(ROOT, only, scratch / f"candidate-{i}.json", extra)
-            runs.append((baseline, candidate))
+            measured: dict[str, dict[str, Any]] = {}
+            for side in run_order(i):
+                tree, label = trees[side]
+                print(f"== pair {i + 1}/{pairs}: {label}", flush=True)
+                measured[side] = run_once(tree, only, scratch / f"{side}-{i}.json", extra)
+            runs.append((measured["baseline"], measured["candidate"]))
     rows = compare(runs)
     out.write_text(json.dumps({"baseline": ref, "pairs": runs, "comparison": rows}, indent=2, default=str))
     markdown = table(rows, ref, pairs)

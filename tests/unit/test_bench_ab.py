@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.benchmarks.ab import compare, flatten
+from tests.benchmarks.ab import compare, flatten, run_order
 
 
 def test_flatten_keeps_numeric_leaves_by_path_and_leaves_out_lists_and_set_up_counts() -> None:
@@ -55,3 +55,8 @@ def test_only_figures_every_run_has_are_compared() -> None:
     base, cand = _pair(10, 9, 800, 900)
     del cand["fan_out"]
     assert [r["figure"] for r in compare([(base, cand)])] == ["chain.gap_ms_median"]
+
+
+def test_each_tree_runs_first_in_every_other_pair() -> None:
+    orders = [run_order(i) for i in range(4)]
+    assert orders == [("baseline", "candidate"), ("candidate", "baseline")] * 2
