@@ -96,6 +96,12 @@ TARGETS = [
         ("<=", 2.0),
     ),
     Target(
+        "the same, only the links that began while the burst's tasks ran (x quiet)",
+        _get("bursts", "runs_burst", "chain_during_median_x_quiet"),
+        "x",
+        ("<=", 2.0),
+    ),
+    Target(
         "chain median while 100k task instances are queued elsewhere (x quiet)",
         _get("bursts", "backlog_burst", "chain_median_x_quiet"),
         "x",

@@ -129,7 +129,7 @@ def section(name: str, fn: Callable[[], Any], results: dict[str, Any]) -> None:
     started = time.monotonic()
     value = fn()
     results[name] = value
-    shown = {k: v for k, v in value.items() if k != "gaps_ms"} if isinstance(value, dict) else value
+    shown = {k: v for k, v in value.items() if not isinstance(v, list)} if isinstance(value, dict) else value
     print(f"   {shown}  ({time.monotonic() - started:.1f} s)", flush=True)
 
 

@@ -147,6 +147,8 @@ def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> di
         "ended_to_claimed_ms_median": statistics.median(to_claim),
         "claimed_to_started_ms_median": statistics.median(to_start),
         "gaps_ms": gaps,
+        # when each link's first task ended (epoch seconds): which links a burst overlapped
+        "link_ends": [a["ended_at"].timestamp() for a in rows[:-1]],
     }
 
 
