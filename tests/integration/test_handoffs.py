@@ -14,7 +14,7 @@ import pytest
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_scheduler.loop import SchedulingLoop
-from schedd_store import channels, dags, dispatch, runs
+from schedd_store import channels, dispatch, runs
 from schedd_store.claims import AssignmentClaims
 from schedd_store.database import Connection, Engine
 from schedd_store.dispatch import AttemptResult, ReportStatus
@@ -155,7 +155,8 @@ async def test_a_leader_that_sees_the_hand_off_queues_nothing_twice(engine: Engi
         "the DAG was paused",
         "the worker drains",
         "the worker does not serve the queue",
-        "a task instance waits in the pool",
+        "a more important task instance waits in the pool",
+        "an equally important, older task instance waits in the pool",
         "the pool shrank to nothing",
         "a more important task waits in the queue",
         "the successor was marked by hand",
@@ -178,15 +179,10 @@ async def test_a_hand_off_whose_assumptions_moved_does_nothing(
         await dispatch.mark_worker_draining(engine, "w")
     elif change == "the worker does not serve the queue":
         await _sql(engine, "UPDATE task_instances SET queue = 'gpu' WHERE id = :id", id=b_id)
-    elif change == "a task instance waits in the pool":
-        await dags.register_dag(engine, spec("other", {"x": []}))
-        other = await registered_run(engine, spec("other", {"x": []}), run_id="o1")
-        await _sql(
-            engine,
-            "INSERT INTO task_instances (run_pk, dag_id, task_id, state, pool, queue, logical_date) "
-            "SELECT :pk, 'other', 'x', 'scheduled', 'default_pool', 'default', now()",
-            pk=other.pk,
-        )
+    elif change == "a more important task instance waits in the pool":
+        await _waiting_in_pool(engine, priority_weight=100, logical_date="now()")
+    elif change == "an equally important, older task instance waits in the pool":  # b's weight: 2
+        await _waiting_in_pool(engine, priority_weight=2, logical_date="now() - interval '1 day'")
     elif change == "the pool shrank to nothing":
         await _sql(engine, "UPDATE pools SET slots = 0 WHERE name = 'default_pool'")
     elif change == "a more important task waits in the queue":
@@ -205,6 +201,32 @@ async def test_a_hand_off_whose_assumptions_moved_does_nothing(
     assert states["a"] == "success" and states["b"] in ("none", "skipped")
     # Nothing was handed off: the leader is told at once, to queue b the usual way.
     assert told == {channels.RUNS: [f"{run.pk}/{a.ti_id}"], channels.RUNS_HANDED_OFF: []}
+
+
+async def _waiting_in_pool(engine: Engine, *, priority_weight: int, logical_date: str) -> None:
+    """A task instance of another DAG waiting for a slot of the default pool."""
+    other = await registered_run(engine, spec("other", {"x": []}), run_id="o1")
+    await _sql(
+        engine,
+        "INSERT INTO task_instances (run_pk, dag_id, task_id, state, pool, queue, logical_date, "
+        f"priority_weight) SELECT :pk, 'other', 'x', 'scheduled', 'default_pool', 'default', {logical_date}, "
+        ":weight",
+        pk=other.pk,
+        weight=priority_weight,
+    )
+
+
+async def test_a_less_important_task_waiting_in_the_pool_does_not_hold_the_hand_off_back(
+    engine: Engine,
+) -> None:
+    """The leader's admission would give the source's slot to the successor first (its weight is 2,
+    the waiting one's 1), so the hand-off takes it: a burst of other runs waiting for the pool does
+    not send a more important chain through the leader."""
+    _, _, a = await _started(engine, CHAIN)
+    await _waiting_in_pool(engine, priority_weight=1, logical_date="now() - interval '1 day'")
+    (b,) = (await _succeed(engine, a)).values()
+    assert b.attempt.task_id == "b"
+    assert (await _states(engine))["b"] == "running"
 
 
 async def test_a_full_pool_hands_the_slot_its_source_frees_to_the_successor(engine: Engine) -> None:

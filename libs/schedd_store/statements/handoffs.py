@@ -47,9 +47,10 @@ SET_HANDOFFS = _sql(
 #: - the source succeeded, the target has not started (none or scheduled), and every task instance
 #:   the hand-off waits for had succeeded before this statement;
 #: - the worker is active and serves the target's queue;
-#: - the target takes no more of the pool than the source gives back, nothing waits in that pool
-#:   for a slot, the pool is within its size once the source's slots are free, and no task instance
-#:   of higher priority waits in the target's queue.
+#: - the target takes no more of the pool than the source gives back, no task instance waiting in
+#:   that pool for a slot goes before it in the leader's admission order (priority weight, then
+#:   logical date, then id: ``WAITING_IN_POOL``), the pool is within its size once the source's
+#:   slots are free, and no task instance of higher priority waits in the target's queue.
 #: The target is queued and claimed in one write (none -> queued -> running: a fresh attempt,
 #: ``queued_at`` = ``started_at``, stamped with the fence token) and its attempt recorded as a claim
 #: records it (``statements.claimed``). CTE ``claimed``: the task instances started, each with its
@@ -72,7 +73,11 @@ _HAND_OFF = (
     "  AND y.pool = x.pool AND y.pool_slots <= x.pool_slots "
     "  AND NOT EXISTS (SELECT 1 FROM task_instances u WHERE u.id = ANY(x.handoff_after) "
     "    AND u.state <> 'success') "
-    "  AND NOT EXISTS (SELECT 1 FROM task_instances s WHERE s.state = 'scheduled' AND s.pool = y.pool) "
+    # the first task instance waiting in the pool, in admission order (one probe of the waiting index)
+    "  AND NOT EXISTS (SELECT 1 FROM (SELECT s.priority_weight, s.logical_date, s.id FROM task_instances s "
+    "    WHERE s.state = 'scheduled' AND s.pool = y.pool "
+    "    ORDER BY s.priority_weight DESC, s.logical_date, s.id LIMIT 1) f "
+    "    WHERE (-f.priority_weight, f.logical_date, f.id) < (-y.priority_weight, y.logical_date, y.id)) "
     "  AND NOT EXISTS (SELECT 1 FROM task_instances q WHERE q.state = 'queued' AND q.queue = y.queue "
     "    AND q.priority_weight > y.priority_weight) "
     # the source still counts as running in this statement's snapshot of the pool's occupancy
