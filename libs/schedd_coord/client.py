@@ -259,23 +259,6 @@ class EtcdClient:
         resp = await self._call("transaction", self.kv.Txn, txn)
         return bool(resp.succeeded)
 
-    async def keepalive_stream(self, lease_id: int, requests: AsyncIterator[None]) -> AsyncIterator[int]:
-        """Send one keep-alive per item of ``requests``; yields the TTL etcd granted for each
-        (0 or less: the lease is gone)."""
-
-        async def messages() -> AsyncIterator[rpc.LeaseKeepAliveRequest]:
-            async for _ in requests:
-                yield rpc.LeaseKeepAliveRequest(ID=lease_id)
-
-        call = self.lease.LeaseKeepAlive(messages(), metadata=metadata(await self.tokens.current()))
-        try:
-            async for resp in call:
-                yield int(resp.TTL)
-        except grpc.aio.AioRpcError as exc:
-            raise CoordinationError(f"keep-alive stream failed: {exc.code().name}: {exc.details()}") from exc
-        finally:
-            call.cancel()
-
     async def watch(
         self, key: bytes, *, start_revision: int, prefix: bool = False
     ) -> AsyncGenerator[list[tuple[str, KeyValue]]]:

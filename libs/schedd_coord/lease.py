@@ -10,8 +10,8 @@ as long as its monotonic clock runs at least ``renew_deadline / ttl`` as fast as
 (0.7 with the defaults: a local clock up to 30 % slow is tolerated) and what it does
 after its last check of ``valid`` takes less than ``ttl - renew_deadline`` of etcd time.
 
-The keep-alive stream and the watchdog run on their own thread, with their own event
-loop and their own connection to etcd, so a holder whose event loop is busy (a large
+The keep-alives and the watchdog run on a thread of their own, with their own connection
+to etcd (:mod:`schedd_coord.keepalives`), so a holder whose event loop is busy (a large
 scheduling pass, a slow callback) still renews in time, and ``remaining()`` is always
 current. ``lost`` is an event of the caller's loop; it is set from the lease thread.
 
@@ -23,16 +23,15 @@ not act late. The second is what fencing tokens in PostgreSQL are for.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from schedd_coord.client import EtcdClient
 from schedd_coord.credentials import EtcdAuth
 from schedd_coord.errors import CoordinationError
+from schedd_coord.keepalives import KeepAliveFailed, KeepAlives
 from schedd_core.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -48,12 +47,12 @@ class LeaseTiming:
     - ``ttl``: seconds etcd keeps the lease without keep-alives (whole seconds).
     - ``renew_deadline``: the holder steps down when no keep-alive succeeded for this long;
       ``ttl - renew_deadline`` is the safety margin for clock drift and delays.
-    - ``retry_period``: seconds between keep-alives; a broken keep-alive stream is tried again
-      after half of it. While etcd answers keep-alives more slowly than ``renew_deadline -
+    - ``retry_period``: seconds between keep-alives; a failed keep-alive is tried again after
+      half of it. While etcd answers keep-alives more slowly than ``renew_deadline -
       retry_period``, the holder's lease is not valid (it steps down; nothing unsafe). A
       longer period does not slow a fail-over: etcd expires the lease ``ttl`` after the last
       keep-alive it received, which is sooner the longer the period. What it costs is wake-ups
-      while idle: each keep-alive wakes the holder's lease thread, gRPC's threads and etcd.
+      while idle: each keep-alive wakes the holder's lease thread and etcd.
     """
 
     ttl: int = 2
@@ -122,6 +121,9 @@ class KeptLease:
 
     ``lost`` is set when validity ends: the deadline passed without a successful
     keep-alive, or etcd reported the lease gone. It is never cleared; take a new lease.
+    The grant and the revoke go through an authenticated gRPC client on the holder's loop;
+    the keep-alives through :class:`~schedd_coord.keepalives.KeepAlives` on a blocking
+    thread that wakes once a ``retry_period`` and touches no event loop while the lease holds.
     """
 
     def __init__(
@@ -133,7 +135,7 @@ class KeptLease:
         rpc_timeout: float = 2.0,
         auth: EtcdAuth | None = None,
     ) -> None:
-        """``auth``: the etcd user of the lease thread's connection (``SCHEDD_ETCD_*`` when None)."""
+        """``auth``: the etcd user of the grant and the revoke (``SCHEDD_ETCD_*`` when None)."""
         self._endpoints = endpoints
         self._auth = auth
         self._timing = timing
@@ -143,10 +145,9 @@ class KeptLease:
         self.lease_id = 0
         self.lost = asyncio.Event()
         self._owner: asyncio.AbstractEventLoop | None = None
+        self._client: EtcdClient | None = None
         self._thread: threading.Thread | None = None
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
-        self._stop_requested: asyncio.Event | None = None
-        self._revoke = False
+        self._stop_requested = threading.Event()
 
     @property
     def valid(self) -> bool:
@@ -159,101 +160,78 @@ class KeptLease:
     async def start(self) -> int:
         """Grant the lease and start keeping it alive; returns the lease id."""
         self._owner = asyncio.get_running_loop()
-        granted: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._thread_main, args=(granted,), name="lease", daemon=True)
+        self._client = EtcdClient(self._endpoints, timeout=self._rpc_timeout, auth=self._auth)
+        sent = self._clock.monotonic()
+        try:
+            self.lease_id = await self._client.grant(self._timing.ttl)
+        except BaseException:
+            await self._client.close()
+            self._client = None
+            raise
+        self.deadline.acknowledged(sent)
+        keeper = KeepAlives(self._endpoints)
+        self._thread = threading.Thread(target=self._keep_alive, args=(keeper,), name="lease", daemon=True)
         self._thread.start()
-        self.lease_id = await asyncio.wrap_future(granted)
         return self.lease_id
 
     async def stop(self, *, revoke: bool) -> None:
         """Stop keeping the lease alive (and revoke it, if asked); ``lost`` is set afterwards."""
-        self._revoke = revoke
-        loop, requested = self._thread_loop, self._stop_requested
-        if loop is not None and requested is not None:
-            with contextlib.suppress(RuntimeError):  # the thread's loop already closed
-                loop.call_soon_threadsafe(requested.set)
+        self._stop_requested.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, STOP_TIMEOUT)
+        self.deadline.gone()
         self.lost.set()
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                if revoke:
+                    with contextlib.suppress(CoordinationError):
+                        await client.revoke(self.lease_id)
+            finally:
+                await client.close()
 
     # -- the lease thread --------------------------------------------------------------------------
 
-    def _thread_main(self, granted: concurrent.futures.Future[int]) -> None:
+    def _keep_alive(self, keeper: KeepAlives) -> None:
+        """Send a keep-alive every ``retry_period`` (half of it after a failed one) until stopped, the
+        lease is gone or the deadline passes; every wait and request ends by the deadline, so
+        ``lost`` is set when it passes even while etcd does not answer."""
         try:
-            asyncio.run(self._serve(granted))
-        except BaseException as exc:  # never leave the starter waiting
-            if not granted.done():
-                granted.set_exception(exc)
+            next_send = self._clock.monotonic() + self._timing.retry_period
+            while self._wait_until(next_send):
+                sent = self._clock.monotonic()
+                timeout = min(self._rpc_timeout, max(self.remaining(), 0.01))
+                try:
+                    ttl = keeper.keep_alive(self.lease_id, timeout)
+                except KeepAliveFailed as exc:
+                    log.warning("lease keep-alive failed: %s", exc)
+                    next_send = sent + self._timing.retry_period / 2
+                    continue
+                if ttl <= 0:
+                    log.warning("lease %x is gone", self.lease_id)
+                    return
+                self.deadline.acknowledged(sent)
+                next_send = sent + self._timing.retry_period
         finally:
+            keeper.close()
+            self.deadline.gone()
             self._mark_lost()
+
+    def _wait_until(self, when: float) -> bool:
+        """Sleep until monotonic ``when``; False when stopped meanwhile or the deadline passed first."""
+        while True:
+            now = self._clock.monotonic()
+            if self._stop_requested.wait(max(0.0, min(when - now, self.remaining()))):
+                return False
+            if not self.deadline.valid:
+                renew = self._timing.renew_deadline
+                log.warning("lease %x: no keep-alive for %.2fs; stopping", self.lease_id, renew)
+                return False
+            if self._clock.monotonic() >= when:
+                return True
 
     def _mark_lost(self) -> None:
         owner = self._owner
         if owner is not None:
             with contextlib.suppress(RuntimeError):  # the owner's loop is closed: nobody is waiting
                 owner.call_soon_threadsafe(self.lost.set)
-
-    async def _serve(self, granted: concurrent.futures.Future[int]) -> None:
-        self._thread_loop = asyncio.get_running_loop()
-        self._stop_requested = asyncio.Event()
-        client = EtcdClient(self._endpoints, timeout=self._rpc_timeout, auth=self._auth)
-        try:
-            sent = self._clock.monotonic()
-            try:
-                lease_id = await client.grant(self._timing.ttl)
-            except CoordinationError as exc:
-                granted.set_exception(exc)
-                return
-            self.deadline.acknowledged(sent)
-            self.lease_id = lease_id
-            granted.set_result(lease_id)
-            workers = [
-                asyncio.create_task(self._keep_alive(client), name="lease-keepalive"),
-                asyncio.create_task(self._watchdog(), name="lease-watchdog"),
-            ]
-            stop = asyncio.create_task(self._stop_requested.wait())
-            await asyncio.wait({stop, *workers}, return_when=asyncio.FIRST_COMPLETED)
-            for task in (stop, *workers):
-                task.cancel()
-            await asyncio.gather(stop, *workers, return_exceptions=True)
-            self.deadline.gone()
-            self._mark_lost()
-            if self._revoke:
-                with contextlib.suppress(CoordinationError):
-                    await client.revoke(lease_id)
-        finally:
-            await client.close()
-
-    async def _keep_alive(self, client: EtcdClient) -> None:
-        sent_at: list[float] = []
-
-        async def ticks() -> AsyncIterator[None]:
-            while True:
-                sent_at.append(self._clock.monotonic())
-                yield None
-                await asyncio.sleep(self._timing.retry_period)
-
-        while True:
-            try:
-                async for ttl in client.keepalive_stream(self.lease_id, ticks()):
-                    when = sent_at.pop(0) if sent_at else self._clock.monotonic()
-                    if ttl <= 0:
-                        log.warning("lease %x is gone", self.lease_id)
-                        self.deadline.gone()
-                        return
-                    self.deadline.acknowledged(when)
-            except CoordinationError as exc:
-                log.warning("lease keep-alive failed: %s", exc)
-            sent_at.clear()
-            # The stream broke; try again soon while the deadline has not passed.
-            await asyncio.sleep(self._timing.retry_period / 2)
-
-    async def _watchdog(self) -> None:
-        while True:
-            remaining = self.deadline.remaining()
-            if remaining <= 0:
-                log.warning(
-                    "lease %x: no keep-alive for %.2fs; stopping", self.lease_id, self._timing.renew_deadline
-                )
-                return
-            await asyncio.sleep(remaining)

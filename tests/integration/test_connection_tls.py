@@ -22,6 +22,8 @@ import pytest
 
 from schedd_coord.client import EtcdClient, EtcdTLS
 from schedd_coord.errors import CoordinationError
+from schedd_coord.keepalives import KeepAlives
+from schedd_coord.lease import KeptLease, LeaseTiming
 from schedd_devstack import LocalPostgres
 from schedd_devstack.binaries import find_etcd
 from schedd_devstack.ports import free_port
@@ -184,3 +186,42 @@ async def test_postgres_verify_full_through_libpq_variables(
     monkeypatch.setenv("PGSSLROOTCERT", str(certs.stranger_cert))
     with pytest.raises(OSError):
         await _uses_tls(url)
+
+
+async def test_a_lease_is_kept_alive_over_mutual_tls(
+    tls_etcd: str, certs: Certificates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease thread's keep-alives go over HTTPS with the same files as the gRPC client: the
+    lease outlives its TTL only if they are answered."""
+    monkeypatch.setenv("SCHEDD_ETCD_CA_FILE", str(certs.ca))
+    monkeypatch.setenv("SCHEDD_ETCD_CERT_FILE", str(certs.client_cert))
+    monkeypatch.setenv("SCHEDD_ETCD_KEY_FILE", str(certs.client_key))
+    timing = LeaseTiming(ttl=2, renew_deadline=1.4, retry_period=0.3)
+    lease = KeptLease(tls_etcd, timing)
+    await lease.start()
+    try:
+        await asyncio.sleep(timing.ttl * 1.5)
+        assert lease.valid, "no keep-alive over TLS was acknowledged"
+    finally:
+        await lease.stop(revoke=True)
+
+
+async def test_keep_alives_go_over_grpc_where_the_gateway_cannot_answer(
+    tls_etcd: str, certs: Certificates
+) -> None:
+    """This member requires client certificates and its own certificate is for servers only, so its
+    JSON gateway cannot reach it (the gateway presents that certificate): keep-alives that fail over
+    HTTP are answered over gRPC and go that way from then on."""
+    tls = EtcdTLS(str(certs.ca), str(certs.client_cert), str(certs.client_key))
+    client = EtcdClient(tls_etcd, tls=tls)
+    keeper = KeepAlives(tls_etcd, tls)
+    try:
+        lease_id = await client.grant(7)
+        assert await asyncio.to_thread(keeper.keep_alive, lease_id, 2.0) == 7
+        assert keeper.over_grpc
+        assert await asyncio.to_thread(keeper.keep_alive, lease_id, 2.0) == 7
+        await client.revoke(lease_id)
+        assert await asyncio.to_thread(keeper.keep_alive, lease_id, 2.0) <= 0
+    finally:
+        keeper.close()
+        await client.close()
