@@ -93,6 +93,7 @@ class HttpKeepAlive:
     def _connect(self, timeout: float) -> http.client.HTTPConnection:
         if self._connection is None:
             host, _, port = self._targets[self._next_target].rpartition(":")
+            host = host.removeprefix("[").removesuffix("]")  # an IPv6 address: [::1]:2379
             self._next_target = (self._next_target + 1) % len(self._targets)
             if self._context is not None:
                 self._connection = http.client.HTTPSConnection(

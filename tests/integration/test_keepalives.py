@@ -97,3 +97,20 @@ async def test_stopping_with_revoke_removes_the_lease_from_etcd(etcd_endpoints: 
         assert await asyncio.to_thread(keeper.keep_alive, lease_id, 2.0) <= 0
     finally:
         keeper.close()
+
+
+def test_an_ipv6_endpoint_is_reached_at_its_address() -> None:
+    """``[::1]:2379`` is an address and a port, as gRPC reads it; the brackets are not the host."""
+    listener = socket.socket(socket.AF_INET6)
+    listener.bind(("::1", 0))
+    listener.listen()
+    keeper = KeepAlives(f"[::1]:{listener.getsockname()[1]}")
+    try:
+        with pytest.raises(KeepAliveFailed, match="timed out"):
+            keeper.keep_alive(1, 0.3)  # reached (accepted), never answered
+        listener.settimeout(2)
+        accepted, _ = listener.accept()
+        accepted.close()
+    finally:
+        keeper.close()
+        listener.close()
