@@ -160,6 +160,7 @@ class KeptLease:
     async def start(self) -> int:
         """Grant the lease and start keeping it alive; returns the lease id."""
         self._owner = asyncio.get_running_loop()
+        keeper = KeepAlives(self._endpoints)  # before the grant: its TLS files read, or no lease
         self._client = EtcdClient(self._endpoints, timeout=self._rpc_timeout, auth=self._auth)
         sent = self._clock.monotonic()
         try:
@@ -169,7 +170,6 @@ class KeptLease:
             self._client = None
             raise
         self.deadline.acknowledged(sent)
-        keeper = KeepAlives(self._endpoints)
         self._thread = threading.Thread(target=self._keep_alive, args=(keeper,), name="lease", daemon=True)
         self._thread.start()
         return self.lease_id
@@ -194,8 +194,8 @@ class KeptLease:
 
     def _keep_alive(self, keeper: KeepAlives) -> None:
         """Send a keep-alive every ``retry_period`` (half of it after a failed one) until stopped, the
-        lease is gone or the deadline passes; every wait and request ends by the deadline, so
-        ``lost`` is set when it passes even while etcd does not answer."""
+        lease is gone or the deadline passes; every wait, and each socket operation of a request,
+        ends by the deadline, so ``lost`` is set when it passes even while etcd does not answer."""
         try:
             next_send = self._clock.monotonic() + self._timing.retry_period
             while self._wait_until(next_send):
