@@ -11,6 +11,7 @@ from typing import Any
 from schedd_devstack.services import Cluster
 
 NOOP = "tests.benchmarks.noop:noop"
+NAP = "tests.benchmarks.noop:nap"
 
 
 def schedctl(cluster: Cluster, *args: str) -> str:

@@ -1,8 +1,15 @@
 """The task functions the benchmarks run."""
 
+import time
+
 
 def noop() -> None:
     """Does nothing: the benchmarks measure schedd, not the task."""
+
+
+def nap() -> None:
+    """Takes 20 ms: a chain of these keeps a run going for a while with few task instances."""
+    time.sleep(0.02)
 
 
 def elements(count: int) -> list[int]:

@@ -27,10 +27,10 @@ def fan_out_spec(n: int, *, shell: bool = False) -> dict[str, Any]:
     }
 
 
-def chain_spec(n: int) -> dict[str, Any]:
-    tasks: list[dict[str, Any]] = [{"task_id": "t000", "python": {"target": NOOP}}]
+def chain_spec(n: int, target: str = NOOP) -> dict[str, Any]:
+    tasks: list[dict[str, Any]] = [{"task_id": "t000", "python": {"target": target}}]
     tasks += [
-        {"task_id": f"t{i:03d}", "upstream": [f"t{i - 1:03d}"], "python": {"target": NOOP}}
+        {"task_id": f"t{i:03d}", "upstream": [f"t{i - 1:03d}"], "python": {"target": target}}
         for i in range(1, n)
     ]
     return {"dag_id": "chain", "tasks": tasks}
