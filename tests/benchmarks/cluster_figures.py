@@ -33,12 +33,14 @@ def _first_pass_after(cluster: Cluster, token: int, since: float) -> float:
 
 def measure_failover(cluster: Cluster, how: str, workdir: Path, faults: Path) -> float:
     """Seconds from the fault (``kill``, ``term`` or ``frozen``) to the new term's first committed pass;
-    afterwards a fresh standby is started for the next measurement."""
+    afterwards a fresh standby is started for the next measurement, and the chain's run has ended
+    (a cluster started later on the same database would run the rest of it)."""
     token, leader = cluster.wait_for_leader()
     # Still running after the fault (200 links of 20 ms): a pass that changes nothing is not
     # recorded, and 200 no-op links, handed from task to task by the registry, could end within 0.5 s.
     register(cluster, chain_spec(200, NAP), workdir)
-    schedctl(cluster, "runs", "trigger", "chain", "--run-id", f"failover-{how}-{token}")
+    run_id = f"failover-{how}-{token}"
+    schedctl(cluster, "runs", "trigger", "chain", "--run-id", run_id)
     time.sleep(0.5)  # let the chain get going, so a pass is due right after the fail-over
     frozen: ServiceProcess | None = None
     if how == "frozen":
@@ -62,7 +64,20 @@ def measure_failover(cluster: Cluster, how: str, workdir: Path, faults: Path) ->
     if frozen is not None:
         frozen.terminate()
     cluster.add_scheduler()
+    _wait_until_run_ended(cluster, "chain", run_id)
     return seconds
+
+
+def _wait_until_run_ended(cluster: Cluster, dag_id: str, run_id: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ended = cluster.fetchval(
+            "SELECT ended_at IS NOT NULL FROM dag_runs WHERE dag_id = $1 AND run_id = $2", dag_id, run_id
+        )
+        if ended:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"run {dag_id}/{run_id} did not end within 120 s")
 
 
 def measure_footprint(cluster: Cluster, idle_seconds: float, others: dict[str, int]) -> dict[str, Any]:
