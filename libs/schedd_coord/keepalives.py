@@ -27,41 +27,70 @@ next endpoint; one on a connection kept from before is tried again on a new one.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import logging
 import os
+import socket
 import ssl
 import time
 
 import grpc
+import httptools
 from aetcd import rpc
 
 from schedd_coord.client import EtcdTLS, parse_endpoints, uses_tls
 
 log = logging.getLogger(__name__)
 
-_PATH = "/v3/lease/keepalive"
-_HEADERS = {"Content-Type": "application/json"}
+#: One keep-alive request to the gateway at ``Host``, with its JSON body.
+_REQUEST = (
+    "POST /v3/lease/keepalive HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    "Content-Length: {length}\r\n\r\n{body}"
+)
+_RECEIVE_BYTES = 65536
 
 
 class KeepAliveFailed(Exception):
     """A keep-alive got no answer (unreachable, timed out, or an answer that is not etcd's)."""
 
 
+class _Answer:
+    """One HTTP response, fed to httptools as it arrives."""
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+        self.complete = False
+        #: Whether the connection may carry the next request (read when the message completes: the
+        #: parser forgets it once it is reset for the next one).
+        self.keep_alive = False
+        self.parser = httptools.HttpResponseParser(self)
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self.keep_alive = self.parser.should_keep_alive()
+
+
 class HttpKeepAlive:
-    """Keep-alives over a kept HTTP/1.1 connection to etcd's JSON gateway; use from one thread."""
+    """Keep-alives over a kept HTTP/1.1 connection to etcd's JSON gateway; use from one thread.
+
+    The request is written to the socket as it is and the answer parsed with httptools (llhttp's
+    parser): about half the CPU of ``http.client`` (0.3 against 0.6 ms per keep-alive, measured
+    spaced as the lease thread sends them)."""
 
     def __init__(self, endpoints: str, tls: EtcdTLS) -> None:
         self._targets = parse_endpoints(endpoints)
         self._context = _tls_context(tls) if uses_tls(endpoints) else None
         self._next_target = 0
-        self._connection: http.client.HTTPConnection | None = None
+        self._socket: socket.socket | None = None
+        self._host = ""
 
     def keep_alive(self, lease_id: int, timeout: float) -> int:
         """A failure on a connection kept from before (etcd restarted, an idle connection closed) is
         tried once more on a new one, within the same ``timeout``."""
-        started, reused = time.monotonic(), self._connection is not None
+        started, reused = time.monotonic(), self._socket is not None
         try:
             return self._send(lease_id, timeout)
         except KeepAliveFailed:
@@ -71,37 +100,49 @@ class HttpKeepAlive:
         return self._send(lease_id, left)
 
     def _send(self, lease_id: int, timeout: float) -> int:
-        connection = self._connect(timeout)
+        body = json.dumps({"ID": str(lease_id)})
         try:
-            if connection.sock is not None:
-                connection.sock.settimeout(timeout)
-            connection.request("POST", _PATH, json.dumps({"ID": str(lease_id)}), _HEADERS)
-            response = connection.getresponse()
-            body = response.read()
-        except (OSError, http.client.HTTPException) as exc:
+            sock = self._connect(timeout)
+            sock.settimeout(timeout)
+            sock.sendall(_REQUEST.format(host=self._host, length=len(body), body=body).encode())
+            answer = _Answer()
+            while not answer.complete:
+                data = sock.recv(_RECEIVE_BYTES)
+                if not data:
+                    raise ConnectionResetError("etcd closed the connection")
+                answer.parser.feed_data(data)
+                if len(answer.body) > _RECEIVE_BYTES:
+                    raise ValueError("an answer longer than any keep-alive's")
+            if not answer.keep_alive:
+                self.close()
+        except (OSError, ValueError, httptools.HttpParserError) as exc:
             self.close()
             raise KeepAliveFailed(f"keep-alive to etcd failed: {exc}") from exc
-        return _granted_ttl(response.status, body)
+        return _granted_ttl(answer.parser.get_status_code(), bytes(answer.body))
 
     def close(self) -> None:
         """Drop the connection; the next keep-alive connects to the next endpoint."""
-        if self._connection is not None:
+        if self._socket is not None:
             with contextlib.suppress(OSError):
-                self._connection.close()
-            self._connection = None
+                self._socket.close()
+            self._socket = None
 
-    def _connect(self, timeout: float) -> http.client.HTTPConnection:
-        if self._connection is None:
-            host, _, port = self._targets[self._next_target].rpartition(":")
-            host = host.removeprefix("[").removesuffix("]")  # an IPv6 address: [::1]:2379
+    def _connect(self, timeout: float) -> socket.socket:
+        if self._socket is None:
+            target = self._targets[self._next_target]
             self._next_target = (self._next_target + 1) % len(self._targets)
-            if self._context is not None:
-                self._connection = http.client.HTTPSConnection(
-                    host, int(port), timeout=timeout, context=self._context
-                )
-            else:
-                self._connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
-        return self._connection
+            host, _, port = target.rpartition(":")
+            host = host.removeprefix("[").removesuffix("]")  # an IPv6 address: [::1]:2379
+            sock = socket.create_connection((host, int(port)), timeout)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._context is not None:
+                    sock = self._context.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
+            self._socket, self._host = sock, target
+        return self._socket
 
 
 class GrpcKeepAlive:

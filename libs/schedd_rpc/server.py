@@ -25,10 +25,10 @@ from schedd_rpc.tls import ServerTLS
 log = logging.getLogger(__name__)
 
 #: The shortest interval between a client's HTTP/2 pings that a server accepts, with or without calls
-#: and whether or not anything else moved on the connection. A worker pings its registry every 2 s
-#: to notice a frozen one (``schedd_worker.agent.REGISTRY_CHANNEL_OPTIONS``); gRPC's default (5 min
-#: without data, GOAWAY "too_many_pings" at the third ping) broke every idle worker's stream at its
-#: first idle heartbeat (``tests/integration/test_worker_pings.py``).
+#: and whether or not anything else moved on the connection. A worker pings its registry to notice a
+#: frozen one (``schedd_worker.registry_channel``); gRPC's default (5 min without data, GOAWAY
+#: "too_many_pings" at the third ping) broke every idle worker's stream at its first idle heartbeat
+#: when it pinged every 2 s (``tests/integration/test_worker_pings.py``).
 MIN_CLIENT_PING_INTERVAL_MS = 1000
 
 #: Largest message a server receives by default (``SCHEDD_MAX_MESSAGE_BYTES``). gRPC refuses a

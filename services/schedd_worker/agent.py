@@ -32,7 +32,6 @@ from google.protobuf.json_format import MessageToDict
 from schedd.v1 import worker_pb2, worker_pb2_grpc
 from schedd_core.backoff import Backoff
 from schedd_core.clock import Clock, SystemClock
-from schedd_core.limits import WORKER_MAX_RECEIVE_BYTES
 from schedd_core.permits import AttemptWindows, Permit
 from schedd_exec.attempt_fence import AttemptFence
 from schedd_exec.attempt_log import AttemptLogs, LogText
@@ -47,6 +46,7 @@ from schedd_worker.config import WorkerConfig
 from schedd_worker.heartbeats import HeartbeatCadence
 from schedd_worker.held_assignments import HeldAssignments
 from schedd_worker.metrics import WorkerMetrics
+from schedd_worker.registry_channel import registry_channel
 from schedd_worker.result_messages import reportable_text, results_message, task_result
 from schedd_worker.secret_reads import SecretReads
 
@@ -56,15 +56,6 @@ log = logging.getLogger(__name__)
 #: Longest one step of shutting down (closing the stream, the executor) may take.
 SHUTDOWN_STEP_SECONDS = 5.0
 FINAL_ACK_WAIT = 10.0
-#: The worker's channel to its registry: HTTP/2 pings every 2 s, also between calls, notice a frozen
-#: or cut-off registry within 4 s (the registry's server accepts them: ``schedd_rpc.server``).
-REGISTRY_CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", WORKER_MAX_RECEIVE_BYTES),
-    ("grpc.keepalive_time_ms", 2000),
-    ("grpc.keepalive_timeout_ms", 2000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.lb_policy_name", "round_robin"),
-]
 
 
 async def bounded(step: Awaitable[object], what: str, seconds: float = SHUTDOWN_STEP_SECONDS) -> None:
@@ -178,10 +169,7 @@ class WorkerAgent:
     # -- the stream -----------------------------------------------------------------------------
 
     def _channel(self, registry: str) -> grpc.aio.Channel:
-        tls = self._config.tls
-        if tls is None:
-            return grpc.aio.insecure_channel(registry, options=REGISTRY_CHANNEL_OPTIONS)
-        return grpc.aio.secure_channel(registry, tls.credentials(), options=REGISTRY_CHANNEL_OPTIONS)
+        return registry_channel(registry, self._config.tls)
 
     async def _connect_forever(self) -> None:
         backoff = Backoff(0.1, 5.0, jitter=0.5)

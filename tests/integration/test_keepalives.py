@@ -5,13 +5,15 @@ holder stops at once), and an endpoint that does not answer fails within the tim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import threading
 import time
 
 import pytest
 
-from schedd_coord.client import EtcdClient
-from schedd_coord.keepalives import KeepAliveFailed, KeepAlives
+from schedd_coord.client import EtcdClient, EtcdTLS
+from schedd_coord.keepalives import HttpKeepAlive, KeepAliveFailed, KeepAlives
 from schedd_coord.lease import KeptLease, LeaseTiming
 from tests.fixtures.tcp_proxy import TcpProxy
 
@@ -114,3 +116,66 @@ def test_an_ipv6_endpoint_is_reached_at_its_address() -> None:
     finally:
         keeper.close()
         listener.close()
+
+
+class ScriptedGateway:
+    """A listener that answers each request it reads with the next of ``answers`` (raw bytes), on
+    whichever connection the request came; counts the connections it accepted."""
+
+    def __init__(self, answers: list[bytes]) -> None:
+        self._answers = answers
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self.connections = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self._listener.settimeout(10)
+        with contextlib.suppress(OSError):
+            while self._answers:
+                conn, _ = self._listener.accept()
+                self.connections += 1
+                with conn:
+                    conn.settimeout(10)
+                    while self._answers and conn.recv(65536):
+                        conn.sendall(self._answers.pop(0))
+
+    def close(self) -> None:
+        self._listener.close()
+        self._thread.join(timeout=10)
+
+
+def _chunked(body: bytes, *headers: bytes) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+    return head + b"".join(h + b"\r\n" for h in headers) + b"\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+def test_the_connection_is_kept_until_an_answer_closes_it() -> None:
+    """The gateway's answers (chunked, as etcd sends them) leave the connection open for the next
+    keep-alive, except one that says ``Connection: close``."""
+    ttl = b'{"result":{"ID":"7","TTL":"5"}}'
+    gateway = ScriptedGateway([_chunked(ttl), _chunked(ttl, b"Connection: close"), _chunked(ttl)])
+    keeper = HttpKeepAlive(gateway.endpoint, EtcdTLS())
+    try:
+        assert [keeper.keep_alive(7, 2.0) for _ in range(3)] == [5, 5, 5]
+        assert gateway.connections == 2
+    finally:
+        keeper.close()
+        gateway.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"SSH-2.0-OpenSSH_9.2\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nnot{}"],
+    ids=["not-http", "not-etcds-json"],
+)
+def test_an_answer_that_is_not_etcds_fails_the_keep_alive(answer: bytes) -> None:
+    gateway = ScriptedGateway([answer])
+    keeper = HttpKeepAlive(gateway.endpoint, EtcdTLS())
+    try:
+        with pytest.raises(KeepAliveFailed):
+            keeper.keep_alive(7, 2.0)
+    finally:
+        keeper.close()
+        gateway.close()

@@ -1,12 +1,13 @@
-"""A worker's HTTP/2 keep-alive pings against a schedd gRPC server: an idle stream stays open.
+"""HTTP/2 keep-alive pings against a schedd gRPC server: an idle stream stays open.
 
-A worker pings its registry every 2 s, also while nothing else moves on its stream, so it notices a
-frozen registry quickly (``schedd_worker.agent.REGISTRY_CHANNEL_OPTIONS``). gRPC servers by default
-take pings more often than every five minutes without data as abuse and answer the third with
-GOAWAY "too_many_pings": every idle worker's stream broke at its first idle heartbeat (10 s after
-the last), and the worker reconnected. A real server (``schedd_rpc.server.make_server``) and a
-real channel with the worker's options; the idle stream is a health watch, which sends nothing
-while the status stands, and a call after a quiet spell stands for the idle heartbeat.
+A worker pings its registry, also while nothing else moves on its stream, so it notices a frozen
+registry (``schedd_worker.registry_channel``). gRPC servers by default take pings more often than
+every five minutes without data as abuse and answer the third with GOAWAY "too_many_pings": when
+workers pinged every 2 s, every idle worker's stream broke at its first idle heartbeat (10 s after
+the last), and the worker reconnected. A real server (``schedd_rpc.server.make_server``) and a real
+channel with the worker's options, pinging every 2 s here (five times the worker's rate, twice the
+server's floor) so that three pings fit in a short test; the idle stream is a health watch, which
+sends nothing while the status stands, and a call after a quiet spell stands for the idle heartbeat.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import socket
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from schedd_rpc.server import make_server
-from schedd_worker.agent import REGISTRY_CHANNEL_OPTIONS
+from schedd_rpc.server import MIN_CLIENT_PING_INTERVAL_MS, make_server
+from schedd_worker.registry_channel import REGISTRY_CHANNEL_OPTIONS, REGISTRY_PING_INTERVAL_MS
+
+#: The test's ping interval, in place of the worker's.
+PING_MS = 2000
 
 #: Seconds without a message before the call that stands for an idle heartbeat: more than three
-#: of the worker's pings (the stream broke with 7 s, not with 6).
+#: pings (with the server's default policy the stream broke with 7 s, not with 6).
 QUIET = 8.0
 #: Seconds the stream is watched after that call.
 AFTER = 3.0
@@ -33,12 +37,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_an_idle_stream_outlives_the_workers_keepalive_pings() -> None:
+def test_workers_ping_no_more_often_than_servers_accept() -> None:
+    assert REGISTRY_PING_INTERVAL_MS >= PING_MS >= MIN_CLIENT_PING_INTERVAL_MS
+
+
+async def test_an_idle_stream_outlives_frequent_keepalive_pings() -> None:
+    options = [(k, PING_MS if k == "grpc.keepalive_time_ms" else v) for k, v in REGISTRY_CHANNEL_OPTIONS]
     address = f"127.0.0.1:{_free_port()}"
     server, _ = make_server(address, [], lambda _: None)
     await server.start()
     try:
-        async with grpc.aio.insecure_channel(address, options=REGISTRY_CHANNEL_OPTIONS) as channel:
+        async with grpc.aio.insecure_channel(address, options=options) as channel:
             watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""))
             first = await asyncio.wait_for(watch.read(), timeout=10)
             assert first.status == health_pb2.HealthCheckResponse.SERVING
