@@ -42,12 +42,19 @@ SET_TASK_INSTANCE_STATE = "SetTaskInstanceState"
 
 
 async def set_paused(engine: Engine, dag_id: str, paused: bool) -> None:
-    """Pause or unpause a DAG. Unpausing wakes its unfinished runs and its schedule: the leader
-    makes the runs of the intervals missed meanwhile as its catch-up setting says."""
+    """Pause or unpause a DAG. Pausing takes its task instances waiting for a pool slot out of the
+    wait (``statements.UNWAIT_PAUSED_DAG``); what is queued or running goes on. Unpausing wakes its
+    unfinished runs and its schedule: the leader plans their task instances again and makes the runs
+    of the intervals missed meanwhile as its catch-up setting says.
+
+    Not guaranteed: a leader's pass that read the DAG unpaused before the pause committed may still
+    leave a task instance of it waiting; it is admitted only once the DAG is unpaused."""
     async with engine.begin() as conn:
         if (await conn.execute(sql.SET_PAUSED, {"dag_id": dag_id, "paused": paused})).first() is None:
             raise NotFound(f"dag {quote(dag_id)} not found")
-        if not paused:
+        if paused:
+            await conn.execute(sql.UNWAIT_PAUSED_DAG, {"dag_id": dag_id})
+        else:
             runs = [r[0] for r in (await conn.execute(sql.UNFINISHED_RUNS_OF_DAG, {"dag_id": dag_id})).all()]
             for payload in channels.encode_ids(runs):
                 await conn.execute(sql.NOTIFY, {"channel": channels.RUNS, "payload": payload})

@@ -14,7 +14,7 @@ import pytest
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
 from schedd_scheduler.loop import SchedulingLoop
-from schedd_store import channels, dispatch, runs
+from schedd_store import channels, control, dispatch, runs
 from schedd_store.claims import AssignmentClaims
 from schedd_store.database import Connection, Engine
 from schedd_store.dispatch import AttemptResult, ReportStatus
@@ -224,6 +224,20 @@ async def test_a_less_important_task_waiting_in_the_pool_does_not_hold_the_hand_
     not send a more important chain through the leader."""
     _, _, a = await _started(engine, CHAIN)
     await _waiting_in_pool(engine, priority_weight=1, logical_date="now() - interval '1 day'")
+    (b,) = (await _succeed(engine, a)).values()
+    assert b.attempt.task_id == "b"
+    assert (await _states(engine))["b"] == "running"
+
+
+async def test_a_paused_dags_task_instance_waiting_in_the_pool_does_not_hold_the_hand_off_back(
+    engine: Engine,
+) -> None:
+    """Pausing a DAG takes its task instances out of the pool's wait (back to none; the leader plans
+    them again when it is unpaused), so a paused DAG that had one waiting does not send every chain
+    of the pool through the leader for as long as it stays paused."""
+    _, _, a = await _started(engine, CHAIN)
+    await _waiting_in_pool(engine, priority_weight=100, logical_date="now()")
+    await control.set_paused(engine, "other", True)
     (b,) = (await _succeed(engine, a)).values()
     assert b.attempt.task_id == "b"
     assert (await _states(engine))["b"] == "running"

@@ -103,6 +103,7 @@ from schedd_store.statements.control import (
     STOP_RUNNING as STOP_RUNNING,
     UNFINISHED_RUN_IDS_OF_DAG as UNFINISHED_RUN_IDS_OF_DAG,
     UNFINISHED_RUNS_OF_DAG as UNFINISHED_RUNS_OF_DAG,
+    UNWAIT_PAUSED_DAG as UNWAIT_PAUSED_DAG,
 )
 from schedd_store.statements.dags import (
     DAG_EXISTS as DAG_EXISTS,

@@ -12,6 +12,22 @@ SET_PAUSED = _sql(
     "UPDATE dags SET paused = :paused, updated_at = now() WHERE dag_id = :dag_id RETURNING dag_id"
 )
 
+#: A pause takes the DAG's task instances out of their pools' wait (scheduled -> none): nothing of a
+#: paused DAG is admitted, and one left waiting would hold back every successor hand-off in its pool
+#: (``statements.handoffs``). The runs are locked first, in id order as every manual change locks
+#: them, and their control versions raised, so a leader that keeps their task instances in memory
+#: reads them again; unpausing wakes the runs, and the leader plans those task instances anew.
+UNWAIT_PAUSED_DAG = _guarded(
+    "WITH locked AS (SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running') "
+    "  ORDER BY id FOR UPDATE), "
+    "moved AS (UPDATE task_instances t SET state = 'none' FROM locked "
+    "  WHERE t.run_pk = locked.id AND t.state = ANY(:ti_sources) RETURNING t.run_pk), "
+    "bumped AS (UPDATE dag_runs r SET control_version = r.control_version + 1 "
+    "  WHERE r.id IN (SELECT run_pk FROM moved) RETURNING r.id) "
+    "SELECT count(*) AS moved FROM moved",
+    ti=({TaskState.SCHEDULED}, {TaskState.NONE}),
+)
+
 UNFINISHED_RUNS_OF_DAG = _sql(
     "SELECT id FROM dag_runs WHERE dag_id = :dag_id AND state IN ('queued', 'running')"
 )
