@@ -12,6 +12,7 @@ from schedd_devstack.services import Cluster
 
 NOOP = "tests.benchmarks.noop:noop"
 NAP = "tests.benchmarks.noop:nap"
+DOZE = "tests.benchmarks.noop:doze"
 
 
 def schedctl(cluster: Cluster, *args: str) -> str:

@@ -12,6 +12,12 @@ def nap() -> None:
     time.sleep(0.02)
 
 
+def doze() -> None:
+    """Takes 2 s: the first task of a chain triggered just before a burst, so that its links run
+    while the burst does."""
+    time.sleep(2.0)
+
+
 def elements(count: int) -> list[int]:
     """The list a mapped task expands over: ``0 .. count-1``."""
     return list(range(count))

@@ -27,8 +27,9 @@ def fan_out_spec(n: int, *, shell: bool = False) -> dict[str, Any]:
     }
 
 
-def chain_spec(n: int, target: str = NOOP) -> dict[str, Any]:
-    tasks: list[dict[str, Any]] = [{"task_id": "t000", "python": {"target": target}}]
+def chain_spec(n: int, target: str = NOOP, first: str = "") -> dict[str, Any]:
+    """A chain of ``n`` tasks running ``target``, the first running ``first`` when given."""
+    tasks: list[dict[str, Any]] = [{"task_id": "t000", "python": {"target": first or target}}]
     tasks += [
         {"task_id": f"t{i:03d}", "upstream": [f"t{i - 1:03d}"], "python": {"target": target}}
         for i in range(1, n)
@@ -119,10 +120,10 @@ def measure_single_task(cluster: Cluster, workdir: Path, runs: int, *, label: st
     }
 
 
-def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str) -> dict[str, Any]:
-    """End of one no-op task to the start of the next, over ``links`` links; also the time each task
-    instance spent queued before a registry claimed it."""
-    register(cluster, chain_spec(links + 1), workdir)
+def measure_chain(cluster: Cluster, workdir: Path, links: int, label: str, first: str = "") -> dict[str, Any]:
+    """End of one no-op task to the start of the next, over ``links`` links (the first task runs
+    ``first`` when given); also the time each task instance spent queued before a registry claimed it."""
+    register(cluster, chain_spec(links + 1, first=first), workdir)
     schedctl(cluster, "runs", "trigger", "chain", "--run-id", label, "--wait", "--wait-timeout", "600")
     rows = cluster.fetch(
         "SELECT ti.task_id, a.started_at, a.ended_at, ti.claimed_at, "
