@@ -3,10 +3,12 @@
 - ``runs_burst``: 1,000 runs of a 5-task DAG created at once through the api; the tasks/s they run
   at (from the first creation to the last run's end), and the chain's link latency measured
   meanwhile: of all its links, and of those that began while the burst's tasks ran
-  (``chain_during``). The chain is triggered first and the burst once its run exists, and the
-  chain's first task takes 2 s, so its links run while the burst's tasks do: triggered with the
-  burst, the chain's run waited behind the burst's 1,000 creations at the api (4.5 s in a trace,
-  most of the burst) and no link overlapped the burst in about half the runs;
+  (``chain_during``), and how long another client's one ``CreateRun`` takes, sent once the burst's
+  first run is created (``other_callers_run_created_ms``). The chain is triggered first and the
+  burst once its run exists, and the chain's first task takes 2 s, so its links run while the
+  burst's tasks do: triggered with the burst, the chain's run waited behind the burst's 1,000
+  creations at the api (4.5 s in a trace, before the api's turns by caller) and no link overlapped
+  the burst in about half the runs;
 - ``backlog_burst``: 100 runs of a 1,000-task DAG in a queue no worker serves (100k task instances
   the leader plans and queues), and the chain measured right after they were created, while the
   leader takes them in.
@@ -44,6 +46,10 @@ def _chain_5(dag_id: str) -> dict[str, Any]:
     return {"dag_id": dag_id, "max_active_runs": 1000, "tasks": tasks}
 
 
+def _one_task(dag_id: str) -> dict[str, Any]:
+    return {"dag_id": dag_id, "tasks": [{"task_id": "t", "python": {"target": NOOP}}]}
+
+
 #: The backlog's own pool: queued task instances hold pool slots, so a backlog in the default pool
 #: would hold back everything else by design (as the growth group's backlog has its own).
 BACKLOG_POOL = "burst_backlog"
@@ -63,8 +69,9 @@ def _set_pool(cluster: Cluster, pool: str, slots: int) -> None:
         pools.SetPool(api_pb2.SetPoolRequest(pool=pool, slots=slots), timeout=RPC_SECONDS)
 
 
-def _create_runs(cluster: Cluster, dag_id: str, count: int) -> None:
-    """``count`` runs of ``dag_id`` created at once (every request in flight before the first answer)."""
+def _create_runs(cluster: Cluster, dag_id: str, count: int, beside: Callable[[], None] | None = None) -> None:
+    """``count`` runs of ``dag_id`` created at once (every request in flight before the first
+    answer); ``beside()`` is called once the first is answered, while the rest are being created."""
     with grpc.insecure_channel(cluster.api_address) as channel:
         runs = api_pb2_grpc.RunServiceStub(channel)
         calls: list[Future[Any]] = [
@@ -74,8 +81,30 @@ def _create_runs(cluster: Cluster, dag_id: str, count: int) -> None:
             )
             for i in range(count)
         ]
+        if beside is not None:
+            answered = threading.Event()
+            for call in calls:
+                call.add_done_callback(lambda _: answered.set())
+            if not answered.wait(RPC_SECONDS):
+                raise TimeoutError(f"{dag_id}: none of {count} runs created in {RPC_SECONDS:g} s")
+            beside()
         for call in calls:
             call.result()
+
+
+def _one_run_created_ms(cluster: Cluster, dag_id: str) -> float:
+    """Milliseconds to have one run of ``dag_id`` created, from another client's connection (gRPC
+    shares one connection between a process's channels to one address unless told not to)."""
+    with grpc.insecure_channel(
+        cluster.api_address, options=[("grpc.use_local_subchannel_pool", 1)]
+    ) as channel:
+        runs = api_pb2_grpc.RunServiceStub(channel)
+        grpc.channel_ready_future(channel).result(timeout=RPC_SECONDS)
+        began = time.perf_counter()
+        runs.CreateRun(
+            api_pb2.CreateRunRequest(parent=f"dags/{dag_id}", run_id="bystander"), timeout=RPC_SECONDS
+        )
+        return (time.perf_counter() - began) * 1000
 
 
 def _delete(cluster: Cluster, dag_id: str) -> None:
@@ -130,11 +159,15 @@ def _wait_ended(cluster: Cluster, dag_id: str, count: int, timeout: float) -> No
 def measure_bursts(cluster: Cluster, workdir: Path, links: int, runs: int = 1000) -> dict[str, Any]:
     quiet = measure_chain(cluster, workdir, links, "quiet")
     register(cluster, _chain_5("burst5"), workdir)
+    register(cluster, _one_task("bystander"), workdir)
     started = time.monotonic()
+    bystander: list[float] = []
 
     def runs_burst() -> None:
         _wait_run_created(cluster, "chain", "during-runs", timeout=RPC_SECONDS)
-        _create_runs(cluster, "burst5", runs)
+        _create_runs(
+            cluster, "burst5", runs, lambda: bystander.append(_one_run_created_ms(cluster, "bystander"))
+        )
 
     burst_began = time.time()
     during_runs = _chain_beside(cluster, workdir, links, "during-runs", runs_burst, first=DOZE)
@@ -149,6 +182,7 @@ def measure_bursts(cluster: Cluster, workdir: Path, links: int, runs: int = 1000
         if burst_began <= end <= burst_ended
     ]
     _delete(cluster, "burst5")
+    _delete(cluster, "bystander")
 
     _set_pool(cluster, BACKLOG_POOL, 100_000)
     register(cluster, _backlog("backlog100k"), workdir)
@@ -163,6 +197,7 @@ def measure_bursts(cluster: Cluster, workdir: Path, links: int, runs: int = 1000
             "tasks_per_s": tasks_per_s,
             "chain": _figures(during_runs),
             "chain_median_x_quiet": during_runs["gap_ms_median"] / quiet["gap_ms_median"],
+            "other_callers_run_created_ms": bystander[0],
             **_overlapping(overlapped, quiet),
         },
         "backlog_burst": {
