@@ -15,6 +15,11 @@ For each call of a schedd service (health checking and reflection are public):
    are written once per peer, method and code in a window and counted after that
    (``schedd_rpc.refused_calls``); those of a known token, one row each.
 
+With ``call_turns`` (``schedd_rpc.call_turns``), a call waits for a turn before step 1, its lane
+the token it presents (or its peer), and holds it to its end (a unary call: through its audit row)
+or, for a stream, through its admission only: so one caller's flood of calls cannot hold the
+others back at the database.
+
 With ``stream_limits``, the streams it names take a slot each after step 2 and are refused with
 RESOURCE_EXHAUSTED over a cap (``schedd_rpc.stream_limits``); the refusal is audited like any other.
 
@@ -40,6 +45,7 @@ from schedd_auth import principal as principals, roles
 from schedd_auth.audit import AuditRecord
 from schedd_auth.principal import ANONYMOUS, Principal
 from schedd_auth.tokens import Token, parse
+from schedd_rpc.call_turns import CallTurns
 from schedd_rpc.refused_calls import DEFAULT_WINDOW_SECONDS, RefusedCalls
 from schedd_rpc.stream_limits import OverCap, StreamLimits
 
@@ -85,8 +91,10 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         enabled: bool,
         refusal_window: float = DEFAULT_WINDOW_SECONDS,
         stream_limits: StreamLimits | None = None,
+        call_turns: CallTurns | None = None,
     ) -> None:
         self._callers = callers
+        self._call_turns = call_turns
         self._enabled = enabled
         self._refused = RefusedCalls(self._write, window_seconds=refusal_window)
         self._stream_limits = stream_limits
@@ -130,19 +138,9 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def _unary(self, method: str, header: str | None, inner: Any) -> Any:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            who = await self._admit(method, header, context, raw)
-            bound = principals.bind(who)
-            code = "OK"
-            try:
-                return await inner(raw, context)
-            except BaseException:
-                code = _code_name(context)
-                raise
-            finally:
-                principals.unbind(bound)
-                access = roles.METHODS[method]
-                if access.audited:
-                    await self._audit(who, method, raw, code, "", context)
+            async with self._turn(header, context):
+                who = await self._admit(method, header, context, raw)
+                return await self._audited(who, method, raw, context, lambda: inner(raw, context))
 
         return handle
 
@@ -150,25 +148,38 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         """Admitted before the first message is read; audited like a unary call (with no resource)."""
 
         async def handle(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-            who = await self._admit(method, header, context, b"")
-            bound = principals.bind(who)
-            code = "OK"
-            try:
-                return await inner(requests, context)
-            except BaseException:
-                code = _code_name(context)
-                raise
-            finally:
-                principals.unbind(bound)
-                if roles.METHODS[method].audited:
-                    await self._audit(who, method, b"", code, "", context)
+            async with self._turn(header, context):
+                who = await self._admit(method, header, context, b"")
+            return await self._audited(who, method, b"", context, lambda: inner(requests, context))
 
         return handle
 
+    async def _audited(
+        self,
+        who: Principal,
+        method: str,
+        raw: bytes,
+        context: grpc.aio.ServicerContext,
+        call: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        """``call()`` with ``who`` bound; then the audit row of an audited method, however it ended."""
+        bound = principals.bind(who)
+        code = "OK"
+        try:
+            return await call()
+        except BaseException:
+            code = _code_name(context)
+            raise
+        finally:
+            principals.unbind(bound)
+            if roles.METHODS[method].audited:
+                await self._audit(who, method, raw, code, "", context)
+
     def _server_stream(self, method: str, header: str | None, inner: Any) -> Any:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            who = await self._admit(method, header, context, raw)
-            slot = await self._stream_slot(method, who, raw, context)
+            async with self._turn(header, context):
+                who = await self._admit(method, header, context, raw)
+                slot = await self._stream_slot(method, who, raw, context)
             bound = principals.bind(who)
             try:
                 with slot:
@@ -183,7 +194,8 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def handle(
             requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
         ) -> AsyncIterator[Any]:
-            who = await self._admit(method, header, context, b"")
+            async with self._turn(header, context):
+                who = await self._admit(method, header, context, b"")
             bound = principals.bind(who)
             try:
                 async for response in inner(requests, context):
@@ -192,6 +204,17 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 _unbind(bound)
 
         return handle
+
+    def _turn(
+        self, header: str | None, context: grpc.aio.ServicerContext
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """The call's turn at the database (none without ``call_turns``), in the lane of the token it
+        presents, or of its peer when it presents none of a token's form."""
+        if self._call_turns is None:
+            return contextlib.nullcontext()
+        token = parse(header[len(_BEARER) :]) if header and header.lower().startswith(_BEARER) else None
+        lane = f"token:{token.token_id}" if token is not None else f"peer:{context.peer() or ''}"
+        return self._call_turns.turn(lane)
 
     async def _admit(
         self, method: str, header: str | None, context: grpc.aio.ServicerContext, raw: bytes

@@ -31,6 +31,7 @@ from schedd_core.errors import InvalidArgument
 from schedd_exec.process_secrets import protect_secrets
 from schedd_faults import FaultPoints
 from schedd_rpc.access import AccessInterceptor
+from schedd_rpc.call_turns import CallTurns
 from schedd_rpc.frame import add_service
 from schedd_rpc.refused_calls import window_from_env
 from schedd_rpc.server import (
@@ -149,6 +150,7 @@ async def serve(config: ApiConfig) -> None:
         enabled=config.auth,
         refusal_window=window_from_env(os.environ),
         stream_limits=StreamLimits(StreamCaps.from_env(os.environ), registry=metrics.registry),
+        call_turns=CallTurns(config.db_pool_size, registry=metrics.registry),
     )
     # Outermost first: refused calls are counted and traced too.
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]
