@@ -15,10 +15,10 @@ For each call of a schedd service (health checking and reflection are public):
    are written once per peer, method and code in a window and counted after that
    (``schedd_rpc.refused_calls``); those of a known token, one row each.
 
-With ``call_turns`` (``schedd_rpc.call_turns``), a call waits for a turn before step 1, its lane
-the token it presents (or its peer), and holds it to its end (a unary call: through its audit row)
-or, for a stream, through its admission only: so one caller's flood of calls cannot hold the
-others back at the database.
+With ``call_turns`` (``schedd_rpc.call_turns``), a call (of a method it does not exempt) waits for
+a turn before step 1, its lane the token it presents (or its peer), and holds it to its end (a
+unary call: through its audit row) or, for a stream, through its admission only: so one caller's
+flood of calls cannot hold the others back at the database.
 
 With ``stream_limits``, the streams it names take a slot each after step 2 and are refused with
 RESOURCE_EXHAUSTED over a cap (``schedd_rpc.stream_limits``); the refusal is audited like any other.
@@ -138,7 +138,7 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def _unary(self, method: str, header: str | None, inner: Any) -> Any:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            async with self._turn(header, context):
+            async with self._turn(method, header, context):
                 who = await self._admit(method, header, context, raw)
                 return await self._audited(who, method, raw, context, lambda: inner(raw, context))
 
@@ -148,7 +148,7 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         """Admitted before the first message is read; audited like a unary call (with no resource)."""
 
         async def handle(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-            async with self._turn(header, context):
+            async with self._turn(method, header, context):
                 who = await self._admit(method, header, context, b"")
             return await self._audited(who, method, b"", context, lambda: inner(requests, context))
 
@@ -177,7 +177,7 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def _server_stream(self, method: str, header: str | None, inner: Any) -> Any:
         async def handle(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            async with self._turn(header, context):
+            async with self._turn(method, header, context):
                 who = await self._admit(method, header, context, raw)
                 slot = await self._stream_slot(method, who, raw, context)
             bound = principals.bind(who)
@@ -194,7 +194,7 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def handle(
             requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
         ) -> AsyncIterator[Any]:
-            async with self._turn(header, context):
+            async with self._turn(method, header, context):
                 who = await self._admit(method, header, context, b"")
             bound = principals.bind(who)
             try:
@@ -206,11 +206,11 @@ class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return handle
 
     def _turn(
-        self, header: str | None, context: grpc.aio.ServicerContext
+        self, method: str, header: str | None, context: grpc.aio.ServicerContext
     ) -> contextlib.AbstractAsyncContextManager[None]:
-        """The call's turn at the database (none without ``call_turns``), in the lane of the token it
-        presents, or of its peer when it presents none of a token's form."""
-        if self._call_turns is None:
+        """The call's turn at the database (none without ``call_turns`` or for a method it exempts),
+        in the lane of the token it presents, or of its peer when it presents none of a token's form."""
+        if self._call_turns is None or method in self._call_turns.exempt:
             return contextlib.nullcontext()
         token = parse(header[len(_BEARER) :]) if header and header.lower().startswith(_BEARER) else None
         lane = f"token:{token.token_id}" if token is not None else f"peer:{context.peer() or ''}"

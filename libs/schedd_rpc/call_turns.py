@@ -1,18 +1,24 @@
 """Turns at a service's database, shared fairly between its callers.
 
-The api has a few database connections (``ApiConfig.db_pool_size``) and each call needs one or
-more in turn (its token's lookup, its statements, its audit row). Waiting for a connection directly
-is first come, first served: one client with 1,000 ``CreateRun`` calls in flight held every other
-caller back for seconds. :class:`CallTurns` lets at most ``capacity`` calls in at once (the pool's
-size, so a call inside rarely waits for a connection) and queues the rest by *lane*, one lane per
-caller, handing each freed turn to the next lane in round-robin order: a caller with one call
-waits for at most one call of each other busy lane, however many calls those lanes have queued.
-Calls of one lane are served in the order they came.
+The api has a few database connections and each call needs one or more in turn (its token's
+lookup, its statements, its audit row). Waiting for a connection directly is first come, first
+served: one client with 1,000 ``CreateRun`` calls in flight held every other caller back for
+seconds. :class:`CallTurns` lets at most ``capacity`` calls in at once (the api: its
+``db_pool_size``, half the connections its engine may open, so a call inside rarely waits for one
+and the streams' pollers and exempt calls below have the other half) and queues the rest by
+*lane*, one lane per caller, handing each freed turn to the next lane in round-robin order: a
+caller with one call waits for at most one call of each other busy lane, however many calls those
+lanes have queued. Calls of one lane are served in the order they came.
 
 The access interceptor (``schedd_rpc.access``) keys lanes by the token the call presents (its
 public id, before the token is checked: checking it needs a turn), or by the peer's address for a
 call without a well-formed token. So a client that forges many token ids gets a lane for each, and
 each of its calls is refused at its first statement.
+
+A call that waits mostly on something other than the database would hold a turn all that time:
+its method is listed in ``exempt`` and takes none (the api's ``GetLeader``, which asks etcd, with a
+2 s timeout per request while etcd is out of reach); what it reads of the database it borrows first
+come, first served, as before.
 
 Guaranteed: at most ``capacity`` turns are held at once; a turn is given back however its holder
 ends (error, cancellation, abort), and a call cancelled while it waits takes none. Not guaranteed:
@@ -34,9 +40,17 @@ class CallTurns:
     """At most ``capacity`` turns held at once, waiting lanes served round-robin (module docstring);
     ``registry`` gets the gauge ``schedd_api_calls_waiting`` (calls waiting for a turn)."""
 
-    def __init__(self, capacity: int, *, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        exempt: frozenset[str] = frozenset(),
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, not {capacity}")
+        #: The methods (``/package.Service/Method``) whose calls take no turn.
+        self.exempt = exempt
         self._free = capacity
         #: Waiting calls by lane; the first lane is served next, then goes to the back.
         self._lanes: OrderedDict[str, deque[asyncio.Future[None]]] = OrderedDict()

@@ -92,6 +92,11 @@ async def ensure_bootstrap_token(config: ApiConfig) -> None:
         log.info("stored the bootstrap admin token %r", bootstrap_token.NAME)
 
 
+#: Calls whose time goes to etcd, not the database: they take no turn at the database connections
+#: (``schedd_rpc.call_turns``), so calls waiting on an etcd out of reach hold no other caller back.
+WAIT_ON_ETCD = frozenset({"/schedd.v1.ClusterService/GetLeader"})
+
+
 async def check_etcd_credentials(etcd: EtcdClient) -> None:
     """Raise EtcdAuthFailed when etcd refuses the api's user; an unreachable etcd only warns (the
     leader status answers UNAVAILABLE until it is back)."""
@@ -150,7 +155,7 @@ async def serve(config: ApiConfig) -> None:
         enabled=config.auth,
         refusal_window=window_from_env(os.environ),
         stream_limits=StreamLimits(StreamCaps.from_env(os.environ), registry=metrics.registry),
-        call_turns=CallTurns(config.db_pool_size, registry=metrics.registry),
+        call_turns=CallTurns(config.db_pool_size, exempt=WAIT_ON_ETCD, registry=metrics.registry),
     )
     # Outermost first: refused calls are counted and traced too.
     interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor(metrics)]

@@ -290,10 +290,11 @@ FLOOD = 1000
 
 def test_one_callers_flood_of_calls_does_not_hold_back_another_caller(api: Cluster) -> None:
     """One client's 1,000 ``CreateRun`` calls in flight, and another caller's one call sent once
-    the flood is being answered: the other caller's run is created ahead of most of the flood. The
-    api's database connections are taken in turns by token (``schedd_rpc.call_turns``); first
-    come, first served, the call waited for all of the flood (396 of 400 in the attack's first run,
-    measured by answers)."""
+    the flood is being answered: the other caller's run is created ahead of a good part of the
+    flood (488-562 of it in runs on an idle machine; how much depends on how fast the api's gRPC
+    server takes in the flood's calls sent before it). Calls take turns at the api's database
+    connections by token (``schedd_rpc.call_turns``); first come, first served, the call waited
+    for all of the flood (0 of it behind, every run)."""
     a_run(api, "flooded")
     flooder, bystander = token(api, "flooder", "operator"), token(api, "bystander", "operator")
     answered = threading.Event()
@@ -331,6 +332,6 @@ def test_one_callers_flood_of_calls_does_not_hold_back_another_caller(api: Clust
         "SELECT count(*) FROM dag_runs WHERE dag_id = 'flooded' AND run_id LIKE 'flood-%' "
         "AND id > (SELECT id FROM dag_runs WHERE dag_id = 'flooded' AND run_id = 'bystander')"
     )
-    assert behind >= FLOOD // 4, (
+    assert behind >= FLOOD // 10, (
         f"the bystander's run was created after all but {behind} of the flood's {FLOOD}"
     )

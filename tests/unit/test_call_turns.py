@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
+from typing import Any
 
+import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 
+from schedd_rpc.access import AccessInterceptor
 from schedd_rpc.call_turns import CallTurns
 
 
@@ -147,3 +151,64 @@ async def test_the_gauge_counts_the_calls_waiting() -> None:
 def test_a_capacity_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         CallTurns(0)
+
+
+class _Context:
+    """What the access interceptor asks of a call's context on these calls."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:5000"
+
+
+class _NoCallers:
+    """Authentication is off in these calls, and they are not audited: nothing asks the database."""
+
+    async def principal_of(self, token: object) -> str:
+        raise AssertionError("not asked")
+
+    async def record(self, entry: object) -> None:
+        raise AssertionError("not asked")
+
+    def is_transient(self, exc: BaseException) -> bool:
+        return False
+
+
+async def _call_through(interceptor: AccessInterceptor, method: str, inner: Any) -> asyncio.Task[Any]:
+    """A task making one unary call of ``method`` through ``interceptor`` to ``inner``."""
+
+    async def continuation(_: Any) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(inner)
+
+    details = SimpleNamespace(method=method, invocation_metadata=())
+    handler = await interceptor.intercept_service(continuation, details)
+    return asyncio.create_task(handler.unary_unary(b"", _Context()))
+
+
+async def test_calls_of_an_exempt_method_take_no_turn() -> None:
+    get_leader, get_dag = "/schedd.v1.ClusterService/GetLeader", "/schedd.v1.DagService/GetDag"
+    turns = CallTurns(1, exempt=frozenset({get_leader}))
+    interceptor = AccessInterceptor(_NoCallers(), [], enabled=False, call_turns=turns)
+    etcd_answers = asyncio.Event()
+
+    async def waits_on_etcd(_: bytes, __: Any) -> str:
+        await etcd_answers.wait()
+        return "leader"
+
+    async def reads(_: bytes, __: Any) -> str:
+        return "dag"
+
+    async def holds(_: bytes, __: Any) -> str:
+        await etcd_answers.wait()
+        return "held"
+
+    leaders = [await _call_through(interceptor, get_leader, waits_on_etcd) for _ in range(3)]
+    await settle()
+    async with asyncio.timeout(5):
+        assert await (await _call_through(interceptor, get_dag, reads)) == "dag"
+    holder = await _call_through(interceptor, get_dag, holds)  # takes the one turn
+    await settle()
+    waiting = await _call_through(interceptor, get_dag, reads)
+    await settle()
+    assert not waiting.done() and turns.waiting == 1
+    etcd_answers.set()
+    assert await asyncio.gather(*leaders, holder, waiting) == ["leader"] * 3 + ["held", "dag"]
