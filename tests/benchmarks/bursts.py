@@ -9,6 +9,9 @@
   burst's tasks do: triggered with the burst, the chain's run waited behind the burst's 1,000
   creations at the api (4.5 s in a trace, before the api's turns by caller) and no link overlapped
   the burst in about half the runs;
+- ``runs_burst_own_pool``: the same with the burst's tasks in a pool of their own of 8 slots
+  (``BULK_POOL``), as a deployment keeps bulk work from taking every core (docs/scheduling.md,
+  "Latency-sensitive DAGs beside bulk work");
 - ``backlog_burst``: 100 runs of a 1,000-task DAG in a queue no worker serves (100k task instances
   the leader plans and queues), and the chain measured right after they were created, while the
   leader takes them in.
@@ -38,11 +41,13 @@ from tests.benchmarks.workloads import measure_chain
 RPC_SECONDS = 120.0
 
 
-def _chain_5(dag_id: str) -> dict[str, Any]:
+def _chain_5(dag_id: str, pool: str = "") -> dict[str, Any]:
     tasks: list[dict[str, Any]] = [{"task_id": "t0", "python": {"target": NOOP}}]
     tasks += [
         {"task_id": f"t{i}", "upstream": [f"t{i - 1}"], "python": {"target": NOOP}} for i in range(1, 5)
     ]
+    for task in tasks if pool else []:
+        task["pool"] = pool
     return {"dag_id": dag_id, "max_active_runs": 1000, "tasks": tasks}
 
 
@@ -92,7 +97,7 @@ def _create_runs(cluster: Cluster, dag_id: str, count: int, beside: Callable[[],
             call.result()
 
 
-def _one_run_created_ms(cluster: Cluster, dag_id: str) -> float:
+def _one_run_created_ms(cluster: Cluster, dag_id: str, run_id: str) -> float:
     """Milliseconds to have one run of ``dag_id`` created, from another client's connection (gRPC
     shares one connection between a process's channels to one address unless told not to)."""
     with grpc.insecure_channel(
@@ -101,9 +106,7 @@ def _one_run_created_ms(cluster: Cluster, dag_id: str) -> float:
         runs = api_pb2_grpc.RunServiceStub(channel)
         grpc.channel_ready_future(channel).result(timeout=RPC_SECONDS)
         began = time.perf_counter()
-        runs.CreateRun(
-            api_pb2.CreateRunRequest(parent=f"dags/{dag_id}", run_id="bystander"), timeout=RPC_SECONDS
-        )
+        runs.CreateRun(api_pb2.CreateRunRequest(parent=f"dags/{dag_id}", run_id=run_id), timeout=RPC_SECONDS)
         return (time.perf_counter() - began) * 1000
 
 
@@ -156,32 +159,16 @@ def _wait_ended(cluster: Cluster, dag_id: str, count: int, timeout: float) -> No
         time.sleep(0.1)
 
 
+#: The pool the second 1,000-run burst's tasks run in, so that it leaves the machine headroom.
+BULK_POOL, BULK_SLOTS = "burst_bulk", 8
+
+
 def measure_bursts(cluster: Cluster, workdir: Path, links: int, runs: int = 1000) -> dict[str, Any]:
     quiet = measure_chain(cluster, workdir, links, "quiet")
-    register(cluster, _chain_5("burst5"), workdir)
     register(cluster, _one_task("bystander"), workdir)
-    started = time.monotonic()
-    bystander: list[float] = []
-
-    def runs_burst() -> None:
-        _wait_run_created(cluster, "chain", "during-runs", timeout=RPC_SECONDS)
-        _create_runs(
-            cluster, "burst5", runs, lambda: bystander.append(_one_run_created_ms(cluster, "bystander"))
-        )
-
-    burst_began = time.time()
-    during_runs = _chain_beside(cluster, workdir, links, "during-runs", runs_burst, first=DOZE)
-    _wait_ended(cluster, "burst5", runs, timeout=900)
-    tasks_per_s = 5 * runs / (time.monotonic() - started)
-    burst_ended = cluster.fetchval(
-        "SELECT extract(epoch FROM max(ended_at))::float8 FROM task_instances WHERE dag_id = 'burst5'"
-    )
-    overlapped = [
-        gap
-        for gap, end in zip(during_runs["gaps_ms"], during_runs["link_ends"], strict=True)
-        if burst_began <= end <= burst_ended
-    ]
-    _delete(cluster, "burst5")
+    runs_burst = _runs_burst(cluster, workdir, links, runs, quiet, "during-runs")
+    _set_pool(cluster, BULK_POOL, BULK_SLOTS)
+    pooled = _runs_burst(cluster, workdir, links, runs, quiet, "during-pooled-runs", pool=BULK_POOL)
     _delete(cluster, "bystander")
 
     _set_pool(cluster, BACKLOG_POOL, 100_000)
@@ -192,19 +179,58 @@ def measure_bursts(cluster: Cluster, workdir: Path, links: int, runs: int = 1000
     _delete(cluster, "backlog100k")
     return {
         "quiet": _figures(quiet),
-        "runs_burst": {
-            "runs": runs,
-            "tasks_per_s": tasks_per_s,
-            "chain": _figures(during_runs),
-            "chain_median_x_quiet": during_runs["gap_ms_median"] / quiet["gap_ms_median"],
-            "other_callers_run_created_ms": bystander[0],
-            **_overlapping(overlapped, quiet),
-        },
+        "runs_burst": runs_burst,
+        "runs_burst_own_pool": {"pool_slots": BULK_SLOTS, **pooled},
         "backlog_burst": {
             "task_instances": 100 * 1000,
             "chain": _figures(during_backlog),
             "chain_median_x_quiet": during_backlog["gap_ms_median"] / quiet["gap_ms_median"],
         },
+    }
+
+
+def _runs_burst(
+    cluster: Cluster,
+    workdir: Path,
+    links: int,
+    runs: int,
+    quiet: dict[str, Any],
+    label: str,
+    pool: str = "",
+) -> dict[str, Any]:
+    """``runs`` runs of a 5-task DAG (its tasks in ``pool`` when given) created at once beside the
+    chain (run ``label``), and another client's one run created during them."""
+    dag_id = f"burst5_{pool}" if pool else "burst5"
+    register(cluster, _chain_5(dag_id, pool), workdir)
+    started = time.monotonic()
+    bystander: list[float] = []
+
+    def burst() -> None:
+        _wait_run_created(cluster, "chain", label, timeout=RPC_SECONDS)
+        _create_runs(
+            cluster, dag_id, runs, lambda: bystander.append(_one_run_created_ms(cluster, "bystander", label))
+        )
+
+    burst_began = time.time()
+    during = _chain_beside(cluster, workdir, links, label, burst, first=DOZE)
+    _wait_ended(cluster, dag_id, runs, timeout=900)
+    tasks_per_s = 5 * runs / (time.monotonic() - started)
+    burst_ended = cluster.fetchval(
+        "SELECT extract(epoch FROM max(ended_at))::float8 FROM task_instances WHERE dag_id = $1", dag_id
+    )
+    overlapped = [
+        gap
+        for gap, end in zip(during["gaps_ms"], during["link_ends"], strict=True)
+        if burst_began <= end <= burst_ended
+    ]
+    _delete(cluster, dag_id)
+    return {
+        "runs": runs,
+        "tasks_per_s": tasks_per_s,
+        "chain": _figures(during),
+        "chain_median_x_quiet": during["gap_ms_median"] / quiet["gap_ms_median"],
+        "other_callers_run_created_ms": bystander[0],
+        **_overlapping(overlapped, quiet),
     }
 
 

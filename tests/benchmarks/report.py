@@ -102,6 +102,12 @@ TARGETS = [
         ("<=", 2.0),
     ),
     Target(
+        "the same, the burst's tasks in a pool of 8 slots of their own (x quiet)",
+        _get("bursts", "runs_burst_own_pool", "chain_during_median_x_quiet"),
+        "x",
+        ("<=", 2.0),
+    ),
+    Target(
         "chain median while 100k task instances are queued elsewhere (x quiet)",
         _get("bursts", "backlog_burst", "chain_median_x_quiet"),
         "x",
