@@ -27,12 +27,11 @@ class Claims(Protocol):
 
 
 class Built(NamedTuple):
-    """An assignment for the worker ``worker_id``; ``hands_off``: its task instance has a successor
-    hand-off (its worker's registry keeps the slot it frees for the successor)."""
+    """An assignment for the worker ``worker_id`` (its ``hands_off``: its task instance has a
+    successor hand-off, and its worker's registry keeps the slot it frees for the successor)."""
 
     worker_id: str
     assignment: worker_pb2.Assignment
-    hands_off: bool = False
 
 
 class AssignmentBuilder:
@@ -54,7 +53,7 @@ class AssignmentBuilder:
 
 
 def _built(work: ClaimedWork) -> Built:
-    return Built(work.attempt.worker_id, assignment_of(work), work.attempt.hands_off)
+    return Built(work.attempt.worker_id, assignment_of(work))
 
 
 def assignment_of(work: ClaimedWork) -> worker_pb2.Assignment:
@@ -93,6 +92,7 @@ def assignment_of(work: ClaimedWork) -> worker_pb2.Assignment:
         upstream_results_json=json.dumps(work.upstream) if work.upstream else "",
         traceparent=c.trace_context,
         queued_time=convert.ts(c.queued_at),
+        hands_off=c.hands_off,
     )
     if interval is not None:
         assignment.data_interval_start.FromDatetime(interval[0])

@@ -200,7 +200,7 @@ class Dispatcher:
                         worker_pb2.RegistryMessage(assignments=worker_pb2.AssignmentBatch(assignments=part))
                     )
                 session.sent_assignments([a.attempt for a in assignments])
-                session.hands_off.update(b.assignment.attempt.attempt_id for b in batch if b.hands_off)
+                session.hands_off.update(a.attempt.attempt_id for a in assignments if a.hands_off)
         if too_big:
             await self._fail_undeliverable(too_big)
 

@@ -47,6 +47,7 @@ from schedd_worker.heartbeats import HeartbeatCadence
 from schedd_worker.held_assignments import HeldAssignments
 from schedd_worker.metrics import WorkerMetrics
 from schedd_worker.registry_channel import registry_channel
+from schedd_worker.result_linger import ResultLinger
 from schedd_worker.result_messages import reportable_text, results_message, task_result
 from schedd_worker.secret_reads import SecretReads
 
@@ -112,6 +113,7 @@ class WorkerAgent:
         self._acked = asyncio.Event()
         self._logs = AttemptLogs(clock=self._clock.now)
         self._outgoing: asyncio.Queue[worker_pb2.WorkerMessage] | None = None
+        self._linger = ResultLinger(config.result_linger)
         self._welcomed = asyncio.Event()
         self.draining = False
         self._drain_requested = asyncio.Event()
@@ -226,6 +228,8 @@ class WorkerAgent:
             while True:
                 # results ready together (a fan-out's tasks ending at once) go as one message
                 first = await outgoing.get()
+                if first.WhichOneof("message") == "result":  # results ending a little apart go together
+                    await self._linger.wait(others_running=self.executor.running_count > 0)
                 if session_over.is_set():
                     return  # so gRPC's task writing the stream ends (cancelling a broken call does not)
                 for message in stream_batches.drain(first, outgoing, "result", results_message):
@@ -383,6 +387,8 @@ class WorkerAgent:
         if not self.draining:
             message.result.credit = 1  # the slot it held goes with the result
         self._send(message)
+        if assignment.hands_off:  # its successor may start on this worker once the result is applied
+            self._linger.cut_short()
         self.completed += 1
         self.metrics.ended(outcome)
         self._spans.ended(assignment, outcome)

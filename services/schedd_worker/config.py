@@ -31,6 +31,9 @@ class WorkerConfig:
     kill_grace: float = 1.0
     #: Seconds a SIGTERM'd worker lets running tasks finish before handing them back.
     drain_grace: float = 60.0
+    #: Seconds a result waits, while other attempts run, for more to go in its message
+    #: (``schedd_worker.result_linger``); 0: none.
+    result_linger: float = 0.001
     #: Python processes at most; 0 for as many as the capacity.
     python_workers: int = 0
     #: Python processes kept warm while idle (at most ``python_workers``): the others start under

@@ -119,14 +119,14 @@ def cli(
     drain_grace: float = typer.Option(
         60.0, envvar="SCHEDD_DRAIN_GRACE", help="seconds SIGTERM lets tasks finish"
     ),
+    result_linger_ms: float = typer.Option(
+        1.0, envvar="SCHEDD_RESULT_LINGER_MS", min=0.0, max=1000.0, help="ms a result may wait (0: none)"
+    ),
     python_workers: int = typer.Option(
         0, envvar="SCHEDD_PYTHON_WORKERS", min=0, help="0: as many as capacity"
     ),
     python_warm: int = typer.Option(
-        1,
-        envvar="SCHEDD_PYTHON_WARM",
-        min=1,
-        help="warm Python processes kept while idle; more start under load, up to --python-workers",
+        1, envvar="SCHEDD_PYTHON_WARM", min=1, help="Python processes kept warm while idle"
     ),
     task_database_url: str = typer.Option(
         "",
@@ -162,8 +162,8 @@ def cli(
 
     The worker token comes from ``SCHEDD_WORKER_TOKEN`` (or the file ``SCHEDD_WORKER_TOKEN_FILE``);
     without one, an enrollment token (``SCHEDD_ENROLL_TOKEN``, ``SCHEDD_ENROLL_TOKEN_FILE``) gets the
-    worker a token of its own (``schedd_worker.enrollment``).
-    Logs: ``SCHEDD_LOG_FORMAT`` (``text`` or ``json``); tracing: the standard ``OTEL_*`` variables.
+    worker a token of its own (``schedd_worker.enrollment``). Logs: ``SCHEDD_LOG_FORMAT`` (``text``
+    or ``json``); tracing: the standard ``OTEL_*`` variables.
     """
     refuse_secret_flags("schedd-worker", {"--task-database-url": "SCHEDD_TASK_DATABASE_URL"})
     setup_telemetry("schedd-worker", log_level)
@@ -190,6 +190,7 @@ class WorkerOptions:
     lease_ttl: int
     kill_grace: float | None
     drain_grace: float
+    result_linger_ms: float
     python_workers: int
     python_warm: int
     task_database_url: str
@@ -227,6 +228,7 @@ def worker_config(options: WorkerOptions) -> WorkerConfig:
         lease_ttl=lease_ttl,
         kill_grace=grace,
         drain_grace=options.drain_grace,
+        result_linger=options.result_linger_ms / 1000.0,
         python_workers=options.python_workers,
         python_warm=options.python_warm,
         task_database_url=options.task_database_url,

@@ -13,6 +13,7 @@ import pytest
 
 from schedd.v1 import resources_pb2 as pb
 from schedd_core.claims import ClaimedAttempt, ClaimedWork
+from schedd_exec.assignments import assignment_of
 from schedd_scheduler.loop import SchedulingLoop
 from schedd_store import channels, control, dispatch, runs
 from schedd_store.claims import AssignmentClaims
@@ -134,6 +135,8 @@ async def test_the_handed_off_assignment_carries_its_upstream_result(engine: Eng
     await dispatch.apply_results(engine, [result], hand_off=take)
     (b,) = handed.values()
     assert b.upstream == {"a": {"rows": 3}}
+    # b hands off to c in turn: its worker is told, and sends b's result without holding it back
+    assert assignment_of(b).hands_off
 
 
 async def test_a_leader_that_sees_the_hand_off_queues_nothing_twice(engine: Engine) -> None:

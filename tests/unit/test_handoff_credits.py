@@ -23,9 +23,9 @@ def _dispatcher() -> Dispatcher:
 
 def _built(attempt_id: str) -> Built:
     assignment = worker_pb2.Assignment(
-        attempt=worker_pb2.AttemptRef(task_instance_id=2, attempt_id=attempt_id)
+        attempt=worker_pb2.AttemptRef(task_instance_id=2, attempt_id=attempt_id), hands_off=True
     )
-    return Built("w", assignment, hands_off=True)
+    return Built("w", assignment)
 
 
 def test_a_credit_is_kept_only_for_an_attempt_that_hands_off_and_only_if_there_is_one() -> None:

@@ -622,6 +622,7 @@ class Assignment(_message.Message):
     FIRST_POKE_TIME_FIELD_NUMBER: _builtins.int
     MAP_INDEX_FIELD_NUMBER: _builtins.int
     MAPPING_FIELD_NUMBER: _builtins.int
+    HANDS_OFF_FIELD_NUMBER: _builtins.int
     dag_id: _builtins.str
     run_id: _builtins.str
     task_id: _builtins.str
@@ -646,6 +647,11 @@ class Assignment(_message.Message):
     map_index: _builtins.int
     """For an instance of a mapped task: its index among the task's instances (its arguments are the
     elements at this position of TaskSpec.mapping's lists). Unset for a task that is not mapped.
+    """
+    hands_off: _builtins.bool
+    """The registry keeps the slot this attempt frees for a successor it may start on this worker in
+    the statement that applies its success (a hand-off): the worker sends its result at once, never
+    held back to travel with other results (the worker's --result-linger-ms).
     """
     @_builtins.property
     def attempt(self) -> Global___AttemptRef: ...
@@ -713,10 +719,11 @@ class Assignment(_message.Message):
         first_poke_time: _timestamp_pb2.Timestamp | None = ...,
         map_index: _builtins.int | None = ...,
         mapping: _resources_pb2.TaskMapping | None = ...,
+        hands_off: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "sensor", b"sensor", "shell", b"shell"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "code_bundle", b"code_bundle", "commit_secret", b"commit_secret", "dag_id", b"dag_id", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "env", b"env", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "run_id", b"run_id", "sensor", b"sensor", "shell", b"shell", "task_id", b"task_id", "traceparent", b"traceparent", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_map_index", b"_map_index", "action", b"action", "attempt", b"attempt", "code_bundle", b"code_bundle", "commit_secret", b"commit_secret", "dag_id", b"dag_id", "data_interval_end", b"data_interval_end", "data_interval_start", b"data_interval_start", "env", b"env", "execution_timeout", b"execution_timeout", "first_poke_time", b"first_poke_time", "hands_off", b"hands_off", "idempotency_key", b"idempotency_key", "logical_date", b"logical_date", "map_index", b"map_index", "mapping", b"mapping", "params", b"params", "python", b"python", "queued_time", b"queued_time", "run_id", b"run_id", "sensor", b"sensor", "shell", b"shell", "task_id", b"task_id", "traceparent", b"traceparent", "transactional", b"transactional", "upstream_results_json", b"upstream_results_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__map_index: _TypeAlias = _typing.Literal["map_index"]  # noqa: Y015
     _WhichOneofArgType__map_index: _TypeAlias = _typing.Literal["_map_index", b"_map_index"]  # noqa: Y015
