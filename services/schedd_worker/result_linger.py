@@ -19,8 +19,9 @@ What is and is not held:
 - a held result's credit (the slot it frees) is held with it: at most ``seconds`` later, the
   registry can fill the slot.
 
-Guaranteed: a wait ends after ``seconds`` at most, or at once once cut short. Not guaranteed: that
-results ending further apart than ``seconds`` share a message.
+Guaranteed: a wait ends after ``seconds`` at most, or at once once cut short (the newest wait, when
+an older stream's is still ending). Not guaranteed: that results ending further apart than
+``seconds`` share a message.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ class ResultLinger:
             await waiter
         finally:
             timer.cancel()
-            self._waiter = None
-            self._urgent = False
+            if self._waiter is waiter:  # a newer wait (a new stream's, say) keeps its own
+                self._waiter = None
+                self._urgent = False
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:

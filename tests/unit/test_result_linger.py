@@ -191,6 +191,23 @@ def test_a_cut_short_before_the_wait_skips_it_once() -> None:
     asyncio.run(scenario())
 
 
+def test_an_older_wait_ending_leaves_the_newer_one_to_be_cut_short() -> None:
+    """An ended stream's wait may still be running when a new stream's begins (a reconnect)."""
+
+    async def scenario() -> None:
+        linger = ResultLinger(0.01)
+        older = asyncio.ensure_future(linger.wait(others_running=True))
+        await _turns()
+        linger.seconds = FOREVER
+        newer = asyncio.ensure_future(linger.wait(others_running=True))
+        await _turns()
+        await asyncio.wait_for(older, DEADLINE)
+        linger.cut_short()
+        await asyncio.wait_for(newer, DEADLINE)
+
+    asyncio.run(scenario())
+
+
 def test_a_negative_linger_is_refused() -> None:
     with pytest.raises(ValueError, match="must not be negative"):
         ResultLinger(-0.001)
