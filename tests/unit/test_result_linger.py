@@ -7,7 +7,6 @@ that records each message the worker writes."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -105,7 +104,6 @@ async def _until(registry: _Registry, condition: Any) -> None:
 
 def _agent(tmp_path: Path, linger: float) -> WorkerAgent:
     agent = unconnected_agent(tmp_path)
-    agent._config = dataclasses.replace(agent._config, result_linger=linger)
     agent._linger = ResultLinger(linger)
     return agent
 
