@@ -1,4 +1,10 @@
-"""Conversions between Python values and protobuf well-known types."""
+"""Conversions between Python values and protobuf well-known types.
+
+:func:`ts` and :func:`from_ts` give exactly what protobuf's ``FromDatetime`` and
+``ToDatetime(tzinfo=UTC)`` give (``tests/unit/test_convert.py`` compares them), by arithmetic on
+the time since the epoch: they run for every assignment and result, and protobuf's go through a
+time tuple (about 2 and 1.3 microseconds a call here, against 0.6 and 0.8).
+"""
 
 from __future__ import annotations
 
@@ -10,18 +16,24 @@ from google.protobuf.json_format import MessageToDict
 
 from schedd_core.jsonvalues import integral_numbers
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SECONDS_A_DAY = 86_400
+
 
 def ts(value: datetime | None) -> timestamp_pb2.Timestamp | None:
-    """A Timestamp, or None (leaves the field unset) for None."""
+    """A Timestamp, or None (leaves the field unset) for None. A naive datetime is taken as local
+    time (as ``datetime.astimezone`` takes it)."""
     if value is None:
         return None
-    out = timestamp_pb2.Timestamp()
-    out.FromDatetime(value.astimezone(UTC))
-    return out
+    since = (value if value.tzinfo is not None else value.astimezone(UTC)) - _EPOCH
+    return timestamp_pb2.Timestamp(
+        seconds=since.days * _SECONDS_A_DAY + since.seconds, nanos=since.microseconds * 1000
+    )
 
 
 def from_ts(value: timestamp_pb2.Timestamp) -> datetime:
-    return value.ToDatetime(tzinfo=UTC)
+    """The Timestamp as an aware UTC datetime, its nanoseconds cut to microseconds."""
+    return _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
 
 
 def duration(value: timedelta | float) -> duration_pb2.Duration:

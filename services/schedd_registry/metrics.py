@@ -31,7 +31,7 @@ from schedd_store import pools
 from schedd_store.database import Engine
 from schedd_store.queue_loads import QueueLoad, queue_loads
 from schedd_telemetry import exposition
-from schedd_telemetry.labels import BoundedLabel
+from schedd_telemetry.labels import BoundedLabel, LabelledChildren
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,8 @@ class RegistryMetrics:
             buckets=DURATION_BUCKETS,
         )
         self.dag_label = BoundedLabel(DAG_LABELS)
+        self._outcome_of = LabelledChildren(self.outcomes)
+        self._duration_of = LabelledChildren(self.duration)
 
     def serve(self, address: str) -> None:
         exposition.serve(self.registry, address)
@@ -102,10 +104,11 @@ class RegistryMetrics:
         if state is None:
             return
         dag = self.dag_label(result.dag_id or "_unknown")
-        self.outcomes.labels(dag=dag, state=state).inc()
+        self._outcome_of(dag, state).inc()
         if state != "abandoned" and result.HasField("start_time") and result.HasField("end_time"):
-            seconds = (result.end_time.ToDatetime() - result.start_time.ToDatetime()).total_seconds()
-            self.duration.labels(dag=dag).observe(max(seconds, 0.0))
+            start, end = result.start_time, result.end_time
+            seconds = (end.seconds - start.seconds) + (end.nanos - start.nanos) / 1e9
+            self._duration_of(dag).observe(max(seconds, 0.0))
 
     def read_at_scrape(self, engine: Engine, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop) -> None:
         """Serve the deployment's and the workers' gauges, read from ``engine`` and ``dispatcher`` on

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from schedd_exec.outcome import Outcome
 from schedd_telemetry import exposition
+from schedd_telemetry.labels import LabelledChildren
 
 OUTCOMES = ("succeeded", "failed", "abandoned")
 
@@ -32,12 +33,13 @@ class WorkerMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        self._attempts_of = LabelledChildren(self.attempts)
         for outcome in OUTCOMES:
-            self.attempts.labels(outcome=outcome)
+            self._attempts_of(outcome)
 
     def serve(self, address: str) -> None:
         exposition.serve(self.registry, address)
 
     def ended(self, outcome: Outcome) -> None:
         name = "abandoned" if outcome.abandoned else "succeeded" if outcome.succeeded else "failed"
-        self.attempts.labels(outcome=name).inc()
+        self._attempts_of(name).inc()

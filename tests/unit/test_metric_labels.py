@@ -1,13 +1,15 @@
 """The ``dag`` label of the registry's task metrics stays at 100 distinct values however many DAGs
-report results; later DAGs count under ``_other``, and nothing is lost from the totals."""
+report results; later DAGs count under ``_other``, and nothing is lost from the totals. The children
+a hot path keeps (``LabelledChildren``) count as the metric's own."""
 
 from __future__ import annotations
 
 from google.protobuf.timestamp_pb2 import Timestamp
+from prometheus_client import CollectorRegistry, Counter
 
 from schedd.v1 import worker_pb2
 from schedd_registry.metrics import DAG_LABELS, RegistryMetrics
-from schedd_telemetry.labels import OTHER, BoundedLabel
+from schedd_telemetry.labels import OTHER, BoundedLabel, LabelledChildren
 
 
 def test_a_bounded_label_passes_the_first_values_and_folds_the_rest() -> None:
@@ -53,3 +55,16 @@ def test_the_dag_label_stops_at_100_distinct_values() -> None:
     assert sum(v for _, v in durations) == 251, "abandoned attempts have no duration"
     sums = {s["dag"]: v for s, v in _samples(metrics, "schedd_task_duration_seconds_sum")}
     assert sums[dags[1]] == 2.5
+
+
+def test_labelled_children_count_as_the_metric_s_own_children_do() -> None:
+    registry = CollectorRegistry()
+    counter = Counter("things", "Things.", ["kind", "state"], registry=registry)
+    children = LabelledChildren(counter)
+    assert children("a", "ok") is children("a", "ok") is counter.labels(kind="a", state="ok")
+    for _ in range(3):
+        children("a", "ok").inc()
+    children("b", "bad").inc()
+    counter.labels(kind="a", state="ok").inc()
+    assert registry.get_sample_value("things_total", {"kind": "a", "state": "ok"}) == 4
+    assert registry.get_sample_value("things_total", {"kind": "b", "state": "bad"}) == 1
