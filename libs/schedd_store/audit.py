@@ -14,6 +14,7 @@ MAX_FIELD_CHARS = 500
 
 
 async def record(engine: Engine, entry: AuditRecord) -> None:
+    """Store one audit row; it is committed when this returns."""
     params = {
         "principal": entry.principal,
         "role": entry.role,
@@ -25,7 +26,9 @@ async def record(engine: Engine, entry: AuditRecord) -> None:
         "peer": entry.peer,
     }
     texts = {k: v.replace("\x00", "")[:MAX_FIELD_CHARS] for k, v in params.items()}
-    async with engine.begin() as conn:
+    # One statement, so its own implicit transaction: stored (committed) when this returns, at one
+    # round trip instead of BEGIN, INSERT, COMMIT.
+    async with engine.autocommit() as conn:
         await conn.execute(sql.INSERT_AUDIT_RECORD, {**texts, "count": max(1, entry.count)})
 
 

@@ -79,7 +79,7 @@ async def register_dag(
 
 
 async def get_dag(engine: Engine, dag_id: str) -> DagRecord:
-    async with engine.connect() as conn:
+    async with engine.autocommit() as conn:  # one read: no transaction around it
         row = (await conn.execute(sql.GET_DAG, {"dag_id": dag_id})).first()
     if row is None:
         raise NotFound(f"dag {quote(dag_id)} not found")

@@ -9,7 +9,10 @@ An :class:`Engine` lends pooled connections in two ways:
   block opens one itself first with ``async with conn.begin(isolation=...)``;
 - ``async with engine.autocommit() as conn``: each statement is a transaction of its own (PostgreSQL's
   implicit one: committed when the statement succeeds, nothing of it kept when it fails), at one
-  round trip where ``begin`` takes three (``BEGIN``, the statement, ``COMMIT``).
+  round trip where ``begin`` takes three (``BEGIN``, the statement, ``COMMIT``). Also for reads on a
+  path every call takes (a token, the DAG and the run a ``CreateRun`` reads) where no statement
+  needs another's transaction: under read committed each statement reads its own snapshot inside a
+  transaction too, and ``connect`` would add ``BEGIN`` and ``ROLLBACK``.
 
 Statements are :class:`schedd_store.named_sql.Statement` (or their text), run with a mapping of
 parameters; each returns a :class:`schedd_store.rows.Result`. asyncpg prepares each statement once

@@ -47,7 +47,8 @@ async def create_run(
     Raises NotFound for an unknown DAG and AlreadyExists for a taken run id or logical date.
     """
     try:
-        async with engine.begin() as conn:
+        # Without a request id the run's insert is the only statement: its own implicit transaction.
+        async with engine.begin() if request is not None else engine.autocommit() as conn:
             earlier = None
             if request is not None:
                 earlier = await claim_request(conn, CREATE_RUN, request.request_id, request.body_hash)
@@ -88,8 +89,9 @@ async def create_run(
 
 async def get_run(engine: Engine, dag_id: str, run_id: str) -> RunRecord:
     """The run with its task instances in dependency order (the order the run's first plan made them
-    in), a mapped task's instances together at its place, by map index."""
-    async with engine.connect() as conn:
+    in), a mapped task's instances together at its place, by map index. Reads only: each statement
+    on its own (read committed would give each its own snapshot inside a transaction too)."""
+    async with engine.autocommit() as conn:
         row = (await conn.execute(sql.GET_RUN, {"dag_id": dag_id, "run_id": run_id})).first()
         if row is None:
             raise NotFound(f"run {quote(run_id)} of dag {quote(dag_id)} not found")
