@@ -347,6 +347,11 @@ def test_taken_run_id_already_exists(env: RunningCluster, api: Api) -> None:
     )
     error = _rpc_error(api.runs.CreateRun, request)
     assert error.code() == grpc.StatusCode.ALREADY_EXISTS, error
+    # without a request id the insert is a statement of its own: the same answer
+    plain = _rpc_error(
+        api.runs.CreateRun, api_pb2.CreateRunRequest(parent=f"dags/{BASE_DAG}", run_id="taken")
+    )
+    assert plain.code() == grpc.StatusCode.ALREADY_EXISTS and "'taken'" in plain.details(), plain
     assert _state_fast(env, api) == before
 
 
