@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from schedd_devstack.services import Cluster
@@ -66,3 +67,36 @@ def cpu_seconds(pids: list[int]) -> float:
             with contextlib.suppress(OSError):  # the thread ended meanwhile
                 total += int(Path(f"/proc/{p}/task/{t}/schedstat").read_text().split()[0])
     return total / 1e9
+
+
+#: What "quiet" means to :func:`wait_until_quiet`: the share of the machine's CPU time busy over a window.
+QUIET_SHARE = 0.15
+QUIET_WINDOW = 0.25
+
+
+def wait_until_quiet(at_most: float = 10.0) -> float:
+    """Wait until the whole machine was busy less than ``QUIET_SHARE`` of a ``QUIET_WINDOW`` (what the
+    last measurement left running, an autovacuum say, is over), at most ``at_most`` seconds; returns
+    the seconds waited. Reads ``/proc/stat``; elsewhere it returns at once."""
+    began = time.monotonic()
+    while time.monotonic() - began < at_most:
+        before = _cpu_times()
+        if before is None:
+            break
+        time.sleep(QUIET_WINDOW)
+        after = _cpu_times()
+        if after is None:
+            break
+        total, idle = after[0] - before[0], after[1] - before[1]
+        if total <= 0 or (total - idle) / total < QUIET_SHARE:
+            break
+    return time.monotonic() - began
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """All CPUs' time and their idle time (with I/O wait) since boot, in ticks."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(fields), fields[3] + fields[4]

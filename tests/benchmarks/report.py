@@ -19,6 +19,9 @@ class Target:
     unit: str
     #: ``("<=", 2.0)``, ``(">=", 2000.0)``.
     bound: tuple[str, float]
+    #: Where the figure's spread is (a dict with ``min`` and ``max``), for a figure that is the median
+    #: of several measurements; shown beside it.
+    spread: tuple[str, ...] = ()
 
 
 def _get(*path: str) -> Callable[[dict[str, Any]], float | None]:
@@ -53,17 +56,17 @@ GROWTH = ("growth_1000_dags", "growth_10000_dags_100k_finished_100k_queued")
 
 TARGETS = [
     Target(
-        "chained no-op tasks, end of one to start of the next, median",
-        _get("chain", "gap_ms_median"),
-        "ms",
-        ("<=", 2.0),
+        "chained no-op tasks, end of one to start of the next, median, against the link's floor (x floor)",
+        _ratio(("chain", "gap_ms_median"), ("floors", "chain_link_floor_ms")),
+        "x",
+        ("<=", 4.0),
     ),
-    Target("the same, p99", _get("chain", "gap_ms_p99"), "ms", ("<=", 8.0)),
     Target(
-        "the chain median against Celery + Redis's in the same run (x Celery)",
-        _ratio(("chain", "gap_ms_median"), ("celery", "chain", "gap_ms_median")),
+        "the chain median against Celery + Redis's, measured side by side (x Celery, median of the rounds)",
+        _get("celery", "chain_x_celery", "median"),
         "x",
         ("<=", 1.0),
+        spread=("celery", "chain_x_celery"),
     ),
     Target(
         "the chain p99 against its median",
@@ -78,10 +81,11 @@ TARGETS = [
         (">=", 2000.0),
     ),
     Target(
-        "the same against Celery + Redis's fan-out in the same run (x Celery)",
-        _ratio(("fan_out_4_workers", "tasks_per_s_median"), ("celery", "fan_out", "tasks_per_s_median")),
+        "the same against Celery + Redis's fan-out, measured side by side (x Celery, median of the rounds)",
+        _get("celery", "fan_out_x_celery", "median"),
         "x",
         (">=", 3.0),
+        spread=("celery", "fan_out_x_celery"),
     ),
     Target(
         "fan-out of 1,000 no-op shell tasks, 4 workers",
@@ -198,6 +202,7 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
             {
                 "what": target.what,
                 "measured": value,
+                "spread": _spread(results, target.spread),
                 "unit": target.unit,
                 "target": f"{op} {bound:g}",
                 "met": met,
@@ -206,10 +211,17 @@ def verdicts(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _spread(results: dict[str, Any], path: tuple[str, ...]) -> tuple[float, float] | None:
+    low, high = _get(*path, "min")(results), _get(*path, "max")(results)
+    return None if low is None or high is None else (low, high)
+
+
 def table(rows: list[dict[str, Any]], floor_ms: float | None) -> str:
     lines = ["| figure | measured | target | |", "|---|---|---|---|"]
     for r in rows:
         value = "-" if r["measured"] is None else f"{r['measured']:,.2f} {r['unit']}"
+        if r.get("spread") is not None:
+            value += " ({:,.2f}-{:,.2f})".format(*r["spread"])
         verdict = {True: "met", False: "not met", None: "not measured"}[r["met"]]
         lines.append(f"| {r['what']} | {value} | {r['target']} {r['unit']} | {verdict} |")
     if floor_ms:
@@ -237,7 +249,7 @@ def plot(results: dict[str, Any], path: Path) -> bool:
     floor = results.get("floors", {}).get("chain_link_floor_ms")
     if floor:
         latency.axvline(floor, linestyle=":", color="grey", label=f"floor {floor:.2f} ms")
-    latency.axvline(2.0, linestyle="--", color="red", label="target 2 ms")
+        latency.axvline(4 * floor, linestyle="--", color="red", label="target: 4x the floor")
     latency.set(
         xlabel="end of a task to start of the next (ms)",
         ylabel="fraction of links",

@@ -6,9 +6,11 @@ real services. Groups (``--only`` picks some):
 
 - ``floors``: what PostgreSQL, gRPC and etcd cost on this machine with nothing of schedd in the way
   (``tests.benchmarks.floors``), and the chain-link floor they imply;
-- ``celery``: the peer, Celery + Redis with two prefork processes, measured the same way (the chain
-  and the fan-out; ``tests.benchmarks.celery_peer``), so the targets written as ratios to it are
-  checked by the run that measures schedd; skipped, saying why, without Redis or Celery;
+- ``celery``: the peer, Celery + Redis with two prefork processes, and a schedd cluster (4 workers of 8
+  slots) side by side: ``--peer-rounds`` rounds, each measuring both the same way one right after the
+  other (a chain and a 1,000-task fan-out; ``tests.benchmarks.peers``), so the targets written as
+  ratios to Celery are checked on measurements taken together; skipped, saying why, without Redis
+  or Celery;
 - ``throughput``: 1,000-task fan-outs of no-op Python tasks with 1, 2 and 4 workers (8 slots each),
   and of no-op shell tasks with 4 workers (tasks/s from the run's creation to its end, and the CPU
   milliseconds per task of the scheduler, the registry, the workers and PostgreSQL);
@@ -80,13 +82,13 @@ from tests.benchmarks import ab
 from tests.benchmarks.assets import measure_asset_latency, watcher_env
 from tests.benchmarks.backfill import measure_backfill
 from tests.benchmarks.bursts import measure_bursts
-from tests.benchmarks.celery_peer import measure_celery
 from tests.benchmarks.cluster_figures import measure_failover, measure_footprint
 from tests.benchmarks.common import register, schedctl
 from tests.benchmarks.deadlines import measure_deadline_notifications
 from tests.benchmarks.flood import measure_flood
 from tests.benchmarks.floors import measure_floors
 from tests.benchmarks.mapping import measure_mapped_task
+from tests.benchmarks.peers import measure_peers
 from tests.benchmarks.process_stats import pss_kib
 from tests.benchmarks.profile import profile
 from tests.benchmarks.pypool import measure_pypool
@@ -152,7 +154,14 @@ class Bench:
 
     def celery(self) -> None:
         args = self.args
-        section("celery", lambda: measure_celery(args.links, args.fan_out, runs=3), self.results)
+        with self.cluster("peers", workers=4, worker_capacity=8) as c:
+            section(
+                "celery",
+                lambda: measure_peers(
+                    c, self.workdir, links=args.links, n=args.fan_out, rounds=args.peer_rounds
+                ),
+                self.results,
+            )
 
     def throughput(self) -> None:
         n = self.args.fan_out
@@ -354,6 +363,7 @@ def _passed_on(args: argparse.Namespace, parser: argparse.ArgumentParser) -> lis
     sizes = (
         "fan_out",
         "links",
+        "peer_rounds",
         "backfill_intervals",
         "sensors",
         "map_elements",
@@ -373,6 +383,9 @@ def main() -> None:
     )
     parser.add_argument("--fan-out", type=int, default=1000)
     parser.add_argument("--links", type=int, default=100)
+    parser.add_argument(
+        "--peer-rounds", type=int, default=5, help="celery: rounds of schedd and Celery side by side"
+    )
     parser.add_argument("--backfill-intervals", type=int, default=365)
     parser.add_argument("--sensors", type=int, default=1000)
     parser.add_argument("--deadline-runs", type=int, default=20, help="runs that miss a deadline (deadlines)")
