@@ -400,6 +400,8 @@ def main() -> None:
     )
     parser.add_argument("--pairs", type=int, default=3, help="with --baseline: baseline/candidate pairs")
     args = parser.parse_args()
+    if args.peer_rounds < 1:
+        parser.error("--peer-rounds must be at least 1")
     if args.baseline:
         ab.interleaved(
             args.baseline,
