@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from tests.benchmarks.common import stop
+
 #: The worker's pool, as the targets name it.
 PROCESSES = 2
 READY_SECONDS = 60.0
@@ -102,9 +104,4 @@ def _worker(app: Any) -> Iterator[subprocess.Popen[bytes]]:
                 raise RuntimeError(f"the Celery worker did not start (exit code {process.poll()})")
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)

@@ -1,4 +1,5 @@
-"""What the benchmark sections share: schedctl against a cluster, registering specs, percentiles."""
+"""What the benchmark sections share: schedctl against a cluster, registering specs, percentiles,
+stopping the processes they start."""
 
 from __future__ import annotations
 
@@ -37,3 +38,13 @@ def register(cluster: Cluster, spec: dict[str, Any], workdir: Path) -> None:
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def stop(process: subprocess.Popen[Any], timeout: float = 30.0) -> None:
+    """SIGTERM ``process`` and wait for it; SIGKILL it if it is still there after ``timeout`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

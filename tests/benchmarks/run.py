@@ -39,6 +39,9 @@ real services. Groups (``--only`` picks some):
 - ``pypool``: the warm Python pool alone (``tests.benchmarks.pypool``): no-op tasks per second with 2
   children, and how long ending an overrunning task (on SIGTERM, and on SIGKILL after the kill grace)
   and closing the pool take;
+- ``worker``: one worker service (8 slots) alone against a stand-in registry that only hands out
+  no-op assignments and acknowledges (``tests.benchmarks.worker_alone``): tasks/s and its CPU per
+  task with freed slots filled at once and 20 ms later (the pace of a fan-out's worker);
 - ``profile``: py-spy samples of the scheduler, the registry and a worker during a fan-out;
 - ``statements``: PostgreSQL's statements per task of a fan-out and of a chain and their execution
   time, and the statements that take most of it (``tests.benchmarks.statements``; loads
@@ -96,6 +99,7 @@ from tests.benchmarks.report import plot, table, verdicts
 from tests.benchmarks.sensors import measure_waiting_sensors
 from tests.benchmarks.statements import SETTINGS as STATEMENT_SETTINGS, measure_statements, missing_library
 from tests.benchmarks.timers import measure_timer_lateness
+from tests.benchmarks.worker_alone import measure_worker_alone
 from tests.benchmarks.workloads import (
     add_load,
     chain_spec,
@@ -117,6 +121,7 @@ GROUPS = (
     "mapping",
     "flood",
     "pypool",
+    "worker",
     "profile",
     "statements",
     "bursts",
@@ -298,6 +303,9 @@ class Bench:
 
     def pypool(self) -> None:
         section("pypool", measure_pypool, self.results)
+
+    def worker(self) -> None:
+        section("worker_alone", measure_worker_alone, self.results)
 
     def profile(self) -> None:
         with self.cluster("profile", workers=4, worker_capacity=8) as c:
